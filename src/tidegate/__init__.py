@@ -1,0 +1,3 @@
+"""tidegate: a control plane for releasing data pipelines safely."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,310 @@
+"""The command line: parse, call ops, render, map errors to SPEC §6 exit codes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from tidegate.domain.clock import Clock, FixedClock, SystemClock
+from tidegate.domain.errors import OperationFailed, TidegateError, UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+INTERRUPTED_EXIT = 130
+
+
+def _parse_as_of(value: str | None) -> Clock:
+    if value is None:
+        return SystemClock()
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--as-of {value!r} is not an ISO timestamp (2025-03-04T00:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return FixedClock(moment.astimezone(timezone.utc))
+
+
+def common(command: F) -> F:
+    """--project, --json, --debug and --as-of, taken by every command."""
+
+    @click.option(
+        "--project",
+        "project_dir",
+        default=".",
+        show_default=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Project folder.",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+    @click.option("--debug", is_flag=True, help="Show tracebacks.")
+    @click.option("--as-of", "as_of", default=None, help="What 'now' is (ISO timestamp).")
+    @functools.wraps(command)
+    def wrapper(
+        project_dir: Path, as_json: bool, debug: bool, as_of: str | None, **kwargs: Any
+    ) -> Any:
+        from tidegate.ops.context import Context
+
+        ctx = Context(project_dir, clock=_parse_as_of(as_of), wait=bool(kwargs.get("wait")))
+        try:
+            return command(ctx, as_json, **kwargs)
+        finally:
+            ctx.close()
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit(as_json: bool, document: dict[str, Any], human: Callable[[], None]) -> None:
+    if as_json:
+        click.echo(json.dumps(document, indent=2, sort_keys=False, default=str))
+    else:
+        human()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tidegate")
+def cli() -> None:
+    """tidegate: release data pipelines safely — build, validate, deploy, backfill, rerun,
+    recover partitioned tables, each step recorded, stoppable, resumable and verifiable."""
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--example",
+    type=click.Choice(["orders"]),
+    default=None,
+    help="Scaffold the reference orders pipeline and load its data.",
+)
+@click.option("--rows-per-day", default=1000, show_default=True, type=int)
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--debug", is_flag=True)
+def init(
+    directory: Path, example: str | None, rows_per_day: int, seed: int, as_json: bool, debug: bool
+) -> None:
+    """Scaffold a project in DIRECTORY."""
+    from tidegate.ops.init import init as init_op
+
+    done = init_op(directory, example, rows_per_day, seed)
+    document = {
+        "schema": "tidegate.init/v1",
+        "project": str(done.root),
+        "example": done.example,
+        "orders_rows": done.orders_rows,
+    }
+    emit(
+        as_json,
+        document,
+        lambda: click.echo(
+            f"initialized {done.root}"
+            + (f" with {done.orders_rows:,} orders" if done.example else "")
+        ),
+    )
+
+
+@cli.command()
+@click.option("--rows-per-day", default=1000, show_default=True, type=int)
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Leave the demo project in this folder.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--debug", is_flag=True)
+def demo(rows_per_day: int, seed: int, keep: Path | None, as_json: bool, debug: bool) -> None:
+    """Run the main job end to end on the embedded default."""
+    from tidegate import render
+    from tidegate.ops.context import Context
+    from tidegate.ops.demo import demo as demo_op
+
+    result = demo_op(
+        rows_per_day,
+        keep,
+        seed,
+        lambda root: Context(root),
+        (lambda _: None) if as_json else click.echo,
+    )
+    document = {
+        "schema": "tidegate.demo/v1",
+        "kept": str(result.root) if result.root else None,
+        "orders_rows": result.orders_rows,
+        "seconds": round(result.seconds, 3),
+        "runs": [r.run_id for r in result.runs],
+        "status": result.status,
+    }
+
+    def human() -> None:
+        render.status(result.status)
+        click.echo(
+            f"done in {result.seconds:.1f}s"
+            + (f"; project kept in {result.root}" if result.root else "")
+        )
+
+    emit(as_json, document, human)
+
+
+@cli.command()
+@common
+def build(ctx: Any, as_json: bool) -> None:
+    """Snapshot every model into an immutable version; classify changes."""
+    from tidegate import render
+    from tidegate.ops.build import build as build_op
+
+    built = build_op(ctx)
+    document = {"schema": "tidegate.build/v1", "models": [render.built_doc(b) for b in built]}
+    emit(as_json, document, lambda: render.build(built))
+
+
+@cli.command()
+@click.argument("model")
+@click.option(
+    "--version", "version_ref", default=None, help="vN or a version id (default: newest)."
+)
+@click.option("--force", is_flag=True, help="Deploy although the gate refuses; needs --reason.")
+@click.option("--reason", default=None)
+@common
+def deploy(
+    ctx: Any, as_json: bool, model: str, version_ref: str | None, force: bool, reason: str | None
+) -> None:
+    """Make a version of MODEL the active one."""
+    from tidegate.ops.deploy import deploy as deploy_op
+
+    done = deploy_op(ctx, model, version_ref, force, reason)
+    v = done.version
+    document = {
+        "schema": "tidegate.deploy/v1",
+        "model": model,
+        "version_id": v.version_id,
+        "seq": v.seq,
+        "previous_version": done.previous,
+        "changed": done.changed,
+        "forced": done.forced,
+    }
+    message = (
+        f"{model}: v{v.seq} ({v.version_id}) is active; the next run uses it"
+        if done.changed
+        else f"{model}: v{v.seq} ({v.version_id}) was already active"
+    )
+    emit(as_json, document, lambda: click.echo(message))
+
+
+@cli.command()
+@click.argument("models", nargs=-1)
+@click.option("--partition", default=None, help="A partition or START..END (needs one MODEL).")
+@click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@common
+def run(
+    ctx: Any, as_json: bool, models: tuple[str, ...], partition: str | None, wait: bool
+) -> None:
+    """Scheduler tick: run due partitions of the active versions (or --partition)."""
+    from tidegate import render
+    from tidegate.ops.run import run as run_op
+
+    result = run_op(ctx, list(models), partition)
+    document = render.run_doc(result)
+    emit(as_json, document, lambda: render.run(result))
+    if document["status"] == "failed":
+        raise OperationFailed(
+            f"run {result.run_id} failed: {document['reason']}",
+        )
+
+
+@cli.command()
+@click.argument("model", required=False)
+@common
+def status(ctx: Any, as_json: bool, model: str | None) -> None:
+    """Models, their active versions and partitions (reads only the ledger)."""
+    from tidegate import render
+    from tidegate.ops.status import status as status_op
+
+    document = status_op(ctx, model)
+    emit(as_json, document, lambda: render.status(document))
+
+
+@cli.group()
+def show() -> None:
+    """Details of one partition or one run."""
+
+
+@show.command("partition")
+@click.argument("model")
+@click.argument("partition")
+@common
+def show_partition(ctx: Any, as_json: bool, model: str, partition: str) -> None:
+    """Who wrote PARTITION of MODEL, and can it be trusted."""
+    from tidegate import render
+    from tidegate.ops.status import show_partition as show_op
+
+    document = show_op(ctx, model, partition)
+    emit(as_json, document, lambda: render.partition(document))
+
+
+@show.command("run")
+@click.argument("run_id")
+@common
+def show_run(ctx: Any, as_json: bool, run_id: str) -> None:
+    """A run and its attempts."""
+    from tidegate import render
+    from tidegate.ops.status import show_run as show_op
+
+    document = show_op(ctx, run_id)
+    emit(as_json, document, lambda: render.run_detail(document))
+
+
+@cli.command()
+@click.argument("model")
+@common
+def history(ctx: Any, as_json: bool, model: str) -> None:
+    """Builds and deploys of MODEL: who, when, why."""
+    from tidegate import render
+    from tidegate.ops.status import history as history_op
+
+    document = history_op(ctx, model)
+    emit(as_json, document, lambda: render.history(document))
+
+
+def _fail(message: str, code: int, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"schema": "tidegate.error/v1", "error": message, "exit_code": code}))
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug, as_json = "--debug" in args, "--json" in args
+    try:
+        cli.main(args=args, prog_name="tidegate", standalone_mode=False)
+    except TidegateError as error:
+        if debug:
+            raise
+        _fail(str(error), error.exit_code, as_json)
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as error:
+        if debug:
+            raise
+        _fail(error.format_message().replace("\n", " "), 2, as_json)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("interrupted", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    except Exception as error:  # a bug in tidegate, not a user mistake: still one line
+        if debug:
+            raise
+        _fail(
+            f"internal error: {type(error).__name__}: {error} (rerun with --debug for the "
+            "traceback)",
+            1,
+            as_json,
+        )

@@ -1,0 +1,55 @@
+"""The attempt state machine of SPEC §4."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from tidegate.domain.errors import TidegateError
+
+
+class AttemptState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    STAGED = "staged"
+    AUDITED = "audited"
+    PUBLISHED = "published"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (AttemptState.PUBLISHED, AttemptState.FAILED, AttemptState.SKIPPED)
+
+
+_FORWARD = {
+    AttemptState.PENDING: {AttemptState.RUNNING, AttemptState.SKIPPED},
+    AttemptState.RUNNING: {AttemptState.STAGED},
+    AttemptState.STAGED: {AttemptState.AUDITED},
+    AttemptState.AUDITED: {AttemptState.PUBLISHED},
+}
+
+
+def can_move(current: AttemptState, target: AttemptState) -> bool:
+    """Every live attempt may fail; otherwise only the forward steps are allowed."""
+    if current.terminal:
+        return False
+    if target is AttemptState.FAILED:
+        return True
+    return target in _FORWARD.get(current, set())
+
+
+class IllegalTransition(TidegateError):
+    pass
+
+
+def move(current: AttemptState, target: AttemptState) -> AttemptState:
+    if not can_move(current, target):
+        raise IllegalTransition(f"attempt cannot move from {current.value} to {target.value}")
+    return target
+
+
+class RunStatus(str, Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"

@@ -1,0 +1,30 @@
+"""The Clock seam: what "now" is. `--as-of` fixes it for schedules and tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, timezone-aware UTC."""
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class FixedClock:
+    at: datetime
+
+    def now(self) -> datetime:
+        return self.at
+
+
+def stamp(clock: Clock) -> str:
+    """An ISO-8601 UTC timestamp for the ledger."""
+    return clock.now().astimezone(timezone.utc).isoformat(timespec="microseconds")

@@ -1,0 +1,147 @@
+"""Models, sources, contracts and checks as pure values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from tidegate.domain.partitions import Grain, PartitionKey, PartitionRange, parse_partition
+
+
+class WriteMode(str, Enum):
+    OVERWRITE = "overwrite"
+
+
+class Severity(str, Enum):
+    BLOCKING = "blocking"
+    WARN = "warn"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = True
+
+    def declaration(self) -> str:
+        return self.type if self.nullable else f"{self.type} NOT NULL"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A declared check. `params` holds the kind-specific settings (columns, values, bounds)."""
+
+    name: str
+    kind: str
+    severity: Severity
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Source:
+    """An external table that tidegate reads and never writes."""
+
+    name: str
+    table: str
+    time_column: str
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as declared in its file: what the Build stage snapshots into a version."""
+
+    name: str
+    path: str
+    sql: str
+    grain: Grain
+    partition_column: str
+    columns: tuple[Column, ...]
+    start: str | None = None
+    keys: tuple[str, ...] = ()
+    write_mode: WriteMode = WriteMode.OVERWRITE
+    unique_key: tuple[str, ...] = ()
+    schedule: str | None = None
+    checks: tuple[CheckSpec, ...] = ()
+    upstream: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    def first_partition(self) -> PartitionKey | None:
+        if self.start is None:
+            return None
+        return parse_partition(self.start, self.grain, self.keys)
+
+    def all_partitions_until(self, end: int) -> PartitionRange:
+        first = self.first_partition()
+        begin = first.start if first else end
+        return PartitionRange(self.grain, begin, max(begin, end))
+
+    def config(self) -> dict[str, Any]:
+        """The declared settings that take part in the fingerprint, in a canonical shape."""
+        return {
+            "grain": self.grain.value,
+            "partition_column": self.partition_column,
+            "start": self.start,
+            "keys": list(self.keys),
+            "write_mode": self.write_mode.value,
+            "unique_key": list(self.unique_key),
+            "schedule": self.schedule,
+            "columns": [[c.name, c.type, c.nullable] for c in self.columns],
+            "checks": [
+                [c.name, c.kind, c.severity.value, dict(sorted(c.params.items()))]
+                for c in self.checks
+            ],
+        }
+
+
+class ChangeKind(str, Enum):
+    """How a new version's output differs from the active one's."""
+
+    NEW = "new"
+    UNCHANGED = "unchanged"
+    MODIFIED = "modified"  # logic changed, same columns
+    ADDITIVE = "additive"  # columns added, none removed or retyped
+    BREAKING = "breaking"  # a column removed, retyped or made NOT NULL
+
+
+def classify_change(
+    old: tuple[Column, ...] | None, new: tuple[Column, ...], same_fingerprint: bool
+) -> ChangeKind:
+    if old is None:
+        return ChangeKind.NEW
+    if same_fingerprint:
+        return ChangeKind.UNCHANGED
+    old_by_name = {c.name: c for c in old}
+    new_by_name = {c.name: c for c in new}
+    for name, column in old_by_name.items():
+        replacement = new_by_name.get(name)
+        if replacement is None or replacement.type != column.type:
+            return ChangeKind.BREAKING
+        if column.nullable and not replacement.nullable:
+            return ChangeKind.BREAKING
+    if set(new_by_name) - set(old_by_name):
+        return ChangeKind.ADDITIVE
+    return ChangeKind.MODIFIED
+
+
+@dataclass(frozen=True)
+class Version:
+    """An immutable snapshot of a model: enough to execute it again exactly."""
+
+    version_id: str
+    model: str
+    seq: int
+    fingerprint: str
+    sql: str
+    spec: ModelSpec
+    upstream_fingerprints: Mapping[str, str]
+    git_commit: str | None
+    git_dirty: bool
+    tool_versions: Mapping[str, str]
+    created_at: str
+    change: ChangeKind
+
+    @property
+    def label(self) -> str:
+        return f"v{self.seq} ({self.version_id})"

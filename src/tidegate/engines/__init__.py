@@ -1,0 +1,1 @@
+"""Warehouse engines behind one narrow interface. Import an engine only where it is needed."""

@@ -1,0 +1,117 @@
+"""The Engine seam: what tidegate asks of a warehouse."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from tidegate.domain.checksum import Checksum
+from tidegate.domain.model import CheckSpec, Column
+from tidegate.domain.partitions import Grain, PartitionKey, to_utc
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can promise; code branches on these flags, never on engine names."""
+
+    transactional_publish: bool
+    single_writer_process: bool
+
+
+@dataclass(frozen=True)
+class CommitMarker:
+    """The warehouse's own record that a partition's publish committed."""
+
+    attempt_id: str
+    model: str
+    grain: str
+    partition_start: int
+    partition_end: int
+    run_id: str
+    version_id: str
+    checksum: str
+    published_at: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a model publishes, and how its partitions are recognised."""
+
+    name: str
+    columns: tuple[Column, ...]
+    partition_column: str
+    keyed: bool
+
+
+def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[str, Any]:
+    """Driver-bound values for a partition's placeholders ($start/$end, or $key)."""
+    if partition.grain is Grain.KEY:
+        return {"key": key_label}
+    return {
+        "start": _naive_utc(to_utc(partition.start)),
+        "end": _naive_utc(to_utc(partition.end)),
+    }
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=None)
+
+
+class Engine(Protocol):
+    """A warehouse. Every method raises EngineError (a TidegateError) on engine failures."""
+
+    name: str
+    capabilities: Capabilities
+
+    def version(self) -> str:
+        """The engine's version string. Idempotent."""
+
+    def prepare(self) -> None:
+        """Create tidegate's bookkeeping schemas and marker table. Idempotent."""
+
+    def table_columns(self, name: str) -> list[Column] | None:
+        """Columns of a published table, or None when it does not exist. Read-only."""
+
+    def stage(self, staging: str, sql: str, bounds: Mapping[str, Any]) -> None:
+        """Compute a model's query into a fresh staging table no reader sees.
+
+        Not idempotent (the staging name must be new); a failure leaves no staging table.
+        """
+
+    def staging_columns(self, staging: str) -> list[Column]:
+        """Columns of a staging table with their types and whether NULLs occur. Read-only."""
+
+    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
+        """The measured value of a check on a staging table. Read-only."""
+
+    def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
+        """Content checksum of a staging table over `columns`, in that order. Read-only."""
+
+    def source_fingerprint(
+        self, table: str, time_column: str, bounds: Mapping[str, Any]
+    ) -> Checksum:
+        """Checksum of the source rows in a partition's time window. Read-only."""
+
+    def publish(
+        self, target: Target, staging: str, bounds: Mapping[str, Any], marker: CommitMarker
+    ) -> None:
+        """Replace the partition with the staging rows and insert the marker, atomically.
+
+        Transactional: either both the data and the marker commit, or neither does and the
+        previous data of the partition stays untouched. Creates the table or adds new nullable
+        columns (additive changes) in the same transaction. Drops the staging table afterwards.
+        """
+
+    def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
+        """Commit markers of the given attempts that exist. Read-only."""
+
+    def drop_staging(self, staging: str | None = None) -> int:
+        """Drop one staging table, or every one when `staging` is None. Idempotent."""
+
+    def staging_tables(self) -> list[str]:
+        """Names of staging tables present. Read-only."""
+
+    def close(self) -> None:
+        """Release the warehouse (and its writer lock). Idempotent."""

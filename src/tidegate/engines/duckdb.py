@@ -1,0 +1,170 @@
+"""DuckDB: the embedded default warehouse. One writing process per file (SPEC §7)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tidegate.domain.checksum import Checksum
+from tidegate.domain.errors import BusyError, EngineError, UsageError
+from tidegate.domain.model import CheckSpec, Column
+from tidegate.engines.base import Capabilities, CommitMarker, Target
+from tidegate.sql import statements as sql
+from tidegate.sql.model_sql import parse_type
+
+WAIT_STEP_SECONDS = 0.2
+
+
+def _is_lock_conflict(error: Exception) -> bool:
+    return "lock" in str(error).lower()
+
+
+class DuckDBEngine:
+    name = "duckdb"
+    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+
+    def __init__(self, path: Path, wait: bool = False, wait_timeout: float | None = None) -> None:
+        self.path = path
+        self._con = self._connect(path, wait, wait_timeout)
+        self._con.execute("SET TimeZone = 'UTC'")
+
+    @staticmethod
+    def _connect(path: Path, wait: bool, wait_timeout: float | None) -> Any:
+        deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
+        while True:
+            try:
+                return duckdb.connect(str(path))
+            except duckdb.IOException as error:
+                if not _is_lock_conflict(error):
+                    raise UsageError(f"cannot open warehouse {path}: {error}") from None
+                if not wait or (deadline is not None and time.monotonic() > deadline):
+                    raise BusyError(
+                        f"warehouse {path} is in use by another tidegate process; "
+                        "retry later or pass --wait"
+                    ) from None
+                time.sleep(WAIT_STEP_SECONDS)
+            except duckdb.Error as error:
+                raise UsageError(f"cannot open warehouse {path}: {error}") from None
+
+    def _run(self, statement: str, params: Any = None) -> Any:
+        try:
+            return self._con.execute(statement, params)
+        except duckdb.Error as error:
+            message = str(error).splitlines()[0]
+            raise EngineError(f"duckdb: {message}") from error
+
+    @staticmethod
+    def _only(params: Mapping[str, Any], statement: str) -> dict[str, Any]:
+        # DuckDB rejects named values that the statement does not use.
+        return {k: v for k, v in params.items() if f"${k}" in statement}
+
+    def version(self) -> str:
+        return str(duckdb.__version__)
+
+    def prepare(self) -> None:
+        self._run(sql.create_schema(sql.META_SCHEMA))
+        self._run(sql.create_schema(sql.STAGING_SCHEMA))
+        self._run(sql.markers_ddl())
+
+    def table_columns(self, name: str) -> list[Column] | None:
+        rows = self._run(sql.published_columns(), [name]).fetchall()
+        if not rows:
+            return None
+        return [Column(r[0], parse_type(r[1]), r[2] == "YES") for r in rows]
+
+    def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
+        statement = sql.create_table_as(sql.table(staging, sql.STAGING_SCHEMA), sql_text)
+        try:
+            self._run(statement, self._only(bounds, statement))
+        except EngineError:
+            self.drop_staging(staging)
+            raise
+
+    def staging_columns(self, staging: str) -> list[Column]:
+        source = sql.table(staging, sql.STAGING_SCHEMA)
+        described = self._run(sql.describe(source)).fetchall()
+        names = [row[0] for row in described]
+        nulls = self._run(sql.null_counts(source, names)).fetchone() if names else ()
+        return [
+            Column(row[0], parse_type(row[1]), bool(count))
+            for row, count in zip(described, nulls or (), strict=False)
+        ]
+
+    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
+        statement = sql.check_measure(check, sql.table(staging, sql.STAGING_SCHEMA))
+        row = self._run(statement, self._only(bounds, statement)).fetchone()
+        return int(row[0])
+
+    def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
+        statement = sql.checksum(sql.table(staging, sql.STAGING_SCHEMA), columns, None)
+        rows, digest = self._run(statement).fetchone()
+        return Checksum(int(rows), int(digest))
+
+    def source_fingerprint(
+        self, table: str, time_column: str, bounds: Mapping[str, Any]
+    ) -> Checksum:
+        source = sql.table(table)
+        names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
+        statement = sql.checksum(source, names, sql.partition_predicate(time_column, False))
+        rows, digest = self._run(statement, self._only(bounds, statement)).fetchone()
+        return Checksum(int(rows), int(digest))
+
+    def publish(
+        self, target: Target, staging: str, bounds: Mapping[str, Any], marker: CommitMarker
+    ) -> None:
+        published = sql.table(target.name)
+        existing = self.table_columns(target.name)
+        delete = sql.delete_partition(published, target.partition_column, target.keyed)
+        self._run("BEGIN TRANSACTION")
+        try:
+            if existing is None:
+                self._run(sql.create_table(published, target.columns))
+            else:
+                known = {c.name for c in existing}
+                for col in target.columns:
+                    if col.name not in known:
+                        self._run(sql.add_column(published, Column(col.name, col.type)))
+            self._run(delete, self._only(bounds, delete))
+            self._run(
+                sql.insert_from(published, target.columns, sql.table(staging, sql.STAGING_SCHEMA))
+            )
+            self._run(sql.insert_marker(), marker.__dict__)
+            self._run(sql.drop_table(sql.table(staging, sql.STAGING_SCHEMA)))
+            self._run("COMMIT")
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+
+    def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
+        found: dict[str, CommitMarker] = {}
+        ids = list(attempt_ids)
+        for offset in range(0, len(ids), 500):
+            chunk = ids[offset : offset + 500]
+            for row in self._run(sql.select_markers(len(chunk)), chunk).fetchall():
+                marker = CommitMarker(*row)
+                found[marker.attempt_id] = marker
+        return found
+
+    def staging_tables(self) -> list[str]:
+        rows = self._run(sql.tables_in_schema(), [sql.STAGING_SCHEMA]).fetchall()
+        return sorted(r[0] for r in rows)
+
+    def drop_staging(self, staging: str | None = None) -> int:
+        names = [staging] if staging is not None else self.staging_tables()
+        for name in names:
+            self._run(sql.drop_table(sql.table(name, sql.STAGING_SCHEMA)))
+        return len(names)
+
+    def close(self) -> None:
+        self._con.close()
+
+    def load_reference_orders(self, rows_per_day: int, seed: int) -> int:
+        """Create the reference `orders` source (SPEC §2); returns its row count."""
+        from tidegate.sql.example_data import CREATE_ORDERS, DAYS
+
+        self._run(CREATE_ORDERS, {"rows_per_day": rows_per_day, "seed": seed, "days": DAYS})
+        return int(self._run(sql.count_rows(sql.table("orders"))).fetchone()[0])

@@ -1,0 +1,13 @@
+"""Opening the project's warehouse engine; engine modules are imported only here."""
+
+from __future__ import annotations
+
+from tidegate.engines.base import Engine
+from tidegate.project.loader import Project
+
+
+def open_engine(project: Project, wait: bool) -> Engine:
+    """Open the warehouse for writing; raises BusyError when another writer holds it."""
+    from tidegate.engines.duckdb import DuckDBEngine
+
+    return DuckDBEngine(project.warehouse_path, wait=wait)

@@ -1,0 +1,39 @@
+/* tidegate
+grain = "day"
+time_column = "order_date"
+start = "2025-01-01"
+unique_key = ["order_date", "status"]
+schedule = "0 2 * * *"
+
+[columns]
+order_date = "DATE NOT NULL"
+status = "VARCHAR NOT NULL"
+order_count = "BIGINT NOT NULL"
+gross_revenue = "DECIMAL(18, 2) NOT NULL"
+net_revenue = "DECIMAL(18, 2) NOT NULL"
+
+[[checks]]
+type = "unique"
+columns = ["order_date", "status"]
+
+[[checks]]
+type = "accepted_values"
+column = "status"
+values = ["completed", "shipped", "cancelled", "refunded"]
+
+[[checks]]
+name = "net_not_above_gross"
+type = "expression"
+expression = "net_revenue <= gross_revenue"
+*/
+-- Revenue per day and order status. $start and $end are the partition's bounds (UTC),
+-- bound by the engine as parameters.
+SELECT
+    CAST(order_ts AS DATE) AS order_date,
+    status,
+    count(*) AS order_count,
+    CAST(sum(gross_amount) AS DECIMAL(18, 2)) AS gross_revenue,
+    CAST(sum(gross_amount - discount - refund) AS DECIMAL(18, 2)) AS net_revenue
+FROM orders
+WHERE order_ts >= $start AND order_ts < $end
+GROUP BY CAST(order_ts AS DATE), status

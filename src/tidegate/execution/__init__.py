@@ -1,0 +1,1 @@
+"""The partition protocol: intent → stage → audit → publish with marker → ledger."""

@@ -1,0 +1,36 @@
+"""Named crash points along the partition protocol, armed by an environment variable.
+
+`TIDEGATE_CRASH_AT=after_stage` kills the process with SIGKILL the first time that point is
+reached; `after_stage:3` on the third time. A no-op unless armed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENVIRONMENT_VARIABLE = "TIDEGATE_CRASH_AT"
+
+CRASH_POINTS = (
+    "after_intent",
+    "after_stage",
+    "after_audit",
+    "after_publish",
+    "after_ledger",
+)
+
+_hits: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    if name not in CRASH_POINTS:
+        raise ValueError(f"unregistered crash point {name!r}")
+    armed = os.environ.get(ENVIRONMENT_VARIABLE)
+    if not armed:
+        return
+    target, _, nth = armed.partition(":")
+    if target != name:
+        return
+    _hits[name] = _hits.get(name, 0) + 1
+    if _hits[name] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)

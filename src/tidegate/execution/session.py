@@ -1,0 +1,56 @@
+"""A writer session: the warehouse taken for the command's whole life, the ledger reconciled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tidegate.domain.clock import Clock
+from tidegate.domain.errors import UsageError
+from tidegate.domain.model import ModelSpec
+from tidegate.engines.base import Engine
+from tidegate.engines.factory import open_engine
+from tidegate.execution.partition import PartitionWriter
+from tidegate.execution.reconcile import Reconciliation, reconcile
+from tidegate.project.loader import Project
+from tidegate.state.base import StateStore
+
+
+@dataclass
+class WriterSession:
+    project: Project
+    engine: Engine
+    state: StateStore
+    clock: Clock
+    reconciliation: Reconciliation
+
+    def active_spec(self, model: str) -> ModelSpec:
+        model_state = self.state.model_state(model)
+        version = (
+            self.state.get_version(model_state.active_version)
+            if model_state and model_state.active_version
+            else None
+        )
+        if version is None:
+            raise UsageError(
+                f"model {model!r} has no active version; run `tidegate deploy {model}`"
+            )
+        return version.spec
+
+    def writer(self) -> PartitionWriter:
+        return PartitionWriter(
+            self.engine, self.state, self.clock, self.project.sources, self.active_spec
+        )
+
+
+@contextmanager
+def writer_session(
+    project: Project, state: StateStore, clock: Clock, wait: bool
+) -> Iterator[WriterSession]:
+    engine = open_engine(project, wait)
+    try:
+        engine.prepare()
+        yield WriterSession(project, engine, state, clock, reconcile(engine, state, clock))
+    finally:
+        engine.close()

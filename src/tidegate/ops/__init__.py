@@ -1,0 +1,1 @@
+"""One module per use case, thin over the domain and the seams."""

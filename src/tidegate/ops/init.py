@@ -1,0 +1,83 @@
+"""Init: scaffold a project; with the example, load the generated orders into its warehouse."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from tidegate.domain.errors import UsageError
+from tidegate.project.config import PROJECT_FILE
+from tidegate.project.loader import MODELS_DIR
+
+EXAMPLES = ("orders",)
+WAREHOUSE = "warehouse.duckdb"
+PROJECT_GITIGNORE = "# written by tidegate; never commit them\nwarehouse.duckdb*\n.tidegate/\n"
+EMPTY_PROJECT = """[project]
+name = "{name}"
+
+[warehouse]
+engine = "duckdb"
+path = "warehouse.duckdb"
+
+[state]
+path = ".tidegate/state.db"
+"""
+
+
+@dataclass(frozen=True)
+class Initialized:
+    root: Path
+    example: str | None
+    orders_rows: int | None
+
+
+def _copy_example(name: str, root: Path) -> None:
+    source = resources.files("tidegate") / "examples" / name
+    (root / PROJECT_FILE).write_text((source / PROJECT_FILE).read_text())
+    (root / MODELS_DIR).mkdir()
+    for entry in (source / MODELS_DIR).iterdir():
+        if entry.name.endswith(".sql"):
+            (root / MODELS_DIR / entry.name).write_text(entry.read_text())
+
+
+def load_orders(warehouse: Path, rows_per_day: int, seed: int, wait: bool) -> int:
+    """Generate the reference orders (2025, one year) into the warehouse; returns the rows."""
+    from tidegate.engines.duckdb import DuckDBEngine
+
+    engine = DuckDBEngine(warehouse, wait=wait)
+    try:
+        return engine.load_reference_orders(rows_per_day, seed)
+    finally:
+        engine.close()
+
+
+def init(
+    root: Path, example: str | None, rows_per_day: int, seed: int, wait: bool = False
+) -> Initialized:
+    if example is not None and example not in EXAMPLES:
+        raise UsageError(f"unknown example {example!r} (examples: {', '.join(EXAMPLES)})")
+    if rows_per_day < 1:
+        raise UsageError("--rows-per-day must be at least 1")
+    if (root / PROJECT_FILE).exists():
+        raise UsageError(f"{root / PROJECT_FILE} already exists; init never overwrites a project")
+    if (root / MODELS_DIR).exists() or (root / WAREHOUSE).exists():
+        raise UsageError(f"{root} already holds models or a warehouse; init into an empty folder")
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        if example is None:
+            (root / PROJECT_FILE).write_text(EMPTY_PROJECT.format(name=root.resolve().name))
+            (root / MODELS_DIR).mkdir()
+        else:
+            _copy_example(example, root)
+        if not (root / ".gitignore").exists():
+            (root / ".gitignore").write_text(PROJECT_GITIGNORE)
+        rows = load_orders(root / WAREHOUSE, rows_per_day, seed, wait) if example else None
+    except BaseException:
+        # A half-made project would be worse than none: remove what init wrote.
+        for written in (PROJECT_FILE, WAREHOUSE, f"{WAREHOUSE}.wal"):
+            (root / written).unlink(missing_ok=True)
+        shutil.rmtree(root / MODELS_DIR, ignore_errors=True)
+        raise
+    return Initialized(root, example, rows)

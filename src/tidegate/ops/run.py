@@ -1,0 +1,119 @@
+"""Run: the scheduler tick, or explicit partitions, executing the active versions only."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.clock import stamp
+from tidegate.domain.errors import RefusedError, UsageError
+from tidegate.domain.ids import new_run_id
+from tidegate.domain.model import ModelSpec, Version
+from tidegate.domain.partitions import PartitionRange, floor, parse_range, to_epoch
+from tidegate.domain.run import Run
+from tidegate.execution.partition import Outcome
+from tidegate.execution.reconcile import Reconciliation
+from tidegate.execution.session import writer_session
+from tidegate.ops.context import Context
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    status: RunStatus
+    outcomes: tuple[Outcome, ...]
+    reconciliation: Reconciliation
+    notes: tuple[str, ...]
+
+    def count(self, state: AttemptState) -> int:
+        return sum(1 for o in self.outcomes if o.state is state)
+
+
+def latest_complete(spec: ModelSpec, now: int) -> PartitionRange:
+    """The newest partition whose period has ended by `now` (nothing before the model's start)."""
+    end = floor(spec.grain, now)
+    full = spec.all_partitions_until(end)
+    if len(full) == 0:
+        return full
+    last_start = floor(spec.grain, end - 1)
+    return PartitionRange(spec.grain, max(full.start, last_start), end)
+
+
+def _plan(
+    ctx: Context, models: list[str], partition: str | None
+) -> tuple[list[tuple[Version, PartitionRange]], list[str]]:
+    project, state = ctx.project, ctx.state
+    plan: list[tuple[Version, PartitionRange]] = []
+    notes: list[str] = []
+    for name in [m for m in project.order if m in models]:
+        model_state = state.model_state(name)
+        version = (
+            state.get_version(model_state.active_version)
+            if model_state and model_state.active_version
+            else None
+        )
+        if version is None:
+            if partition is not None or len(models) == 1:
+                raise UsageError(
+                    f"model {name!r} has no active version; run `tidegate deploy {name}`"
+                )
+            notes.append(f"{name}: no active version, not run")
+            continue
+        if model_state is not None and model_state.paused:
+            if partition is not None:
+                raise RefusedError(f"model {name!r} is paused; `tidegate unpause {name}` first")
+            notes.append(f"{name}: paused, not run")
+            continue
+        spec = version.spec
+        if partition is not None:
+            chosen = parse_range(partition, spec.grain, spec.keys)
+            first = spec.first_partition()
+            if first is not None and chosen.start < first.start:
+                raise UsageError(f"{name} starts at {spec.start}; {partition} is before it")
+        else:
+            chosen = latest_complete(spec, to_epoch(ctx.clock.now()))
+            if len(chosen) == 0:
+                notes.append(f"{name}: no partition due yet")
+                continue
+        plan.append((version, chosen))
+    return plan, notes
+
+
+def run(ctx: Context, models: list[str], partition: str | None, kind: str = "run") -> RunResult:
+    project = ctx.project
+    for name in models:
+        project.model(name)
+    if partition is not None and len(models) != 1:
+        raise UsageError("--partition needs exactly one MODEL")
+    selected = models or list(project.order)
+    plan, notes = _plan(ctx, selected, partition)
+    with writer_session(project, ctx.state, ctx.clock, ctx.wait) as session:
+        run_id = new_run_id()
+        ctx.state.create_run(
+            Run(
+                run_id=run_id,
+                kind=kind,
+                models=tuple(v.model for v, _ in plan),
+                partitions=partition or "due",
+                requester=ctx.actor,
+                status=RunStatus.RUNNING,
+                started_at=stamp(ctx.clock),
+                pid=os.getpid(),
+            )
+        )
+        writer = session.writer()
+        outcomes: list[Outcome] = []
+        try:
+            for version, chosen in plan:
+                outcomes.extend(writer.write(run_id, version, key) for key in chosen)
+        except KeyboardInterrupt:
+            ctx.state.finish_run(
+                run_id, RunStatus.INTERRUPTED, "interrupted (Ctrl-C)", stamp(ctx.clock)
+            )
+            raise
+        bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
+        status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED
+        reason = f"{len(bad)} of {len(outcomes)} partition(s) not published" if bad else None
+        ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
+        return RunResult(run_id, status, tuple(outcomes), session.reconciliation, tuple(notes))

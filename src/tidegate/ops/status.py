@@ -1,0 +1,256 @@
+"""Read-only answers from the ledger: status, show partition, show run, history.
+
+These never open the warehouse, so they work while a writer runs (SPEC §7). Each returns the
+document that `--json` prints; its shape is described by a schema in `tidegate/schemas`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from tidegate.domain.errors import UsageError
+from tidegate.domain.ids import looks_like_run_id
+from tidegate.domain.model import ModelSpec, Version
+from tidegate.domain.partitions import Grain, PartitionKey, floor, parse_partition, to_utc
+from tidegate.domain.run import PublishedPartition
+from tidegate.ops.context import Context
+
+
+def _spec(ctx: Context, model: str) -> tuple[ModelSpec, Version | None]:
+    model_state = ctx.state.model_state(model)
+    active = (
+        ctx.state.get_version(model_state.active_version)
+        if model_state and model_state.active_version
+        else None
+    )
+    return (active.spec if active else ctx.project.model(model)), active
+
+
+def _version_doc(version: Version | None) -> dict[str, Any] | None:
+    if version is None:
+        return None
+    return {
+        "id": version.version_id,
+        "seq": version.seq,
+        "fingerprint": version.fingerprint,
+        "git_commit": version.git_commit,
+        "git_dirty": version.git_dirty,
+        "created_at": version.created_at,
+        "change": version.change.value,
+    }
+
+
+def _label(spec: ModelSpec, start: int, end: int) -> str:
+    return PartitionKey(Grain(spec.grain), start, end).label(spec.keys)
+
+
+def _segments(
+    spec: ModelSpec, rows: list[PublishedPartition], active: str | None
+) -> list[dict[str, Any]]:
+    """Consecutive partitions with the same state and writer, as ranges."""
+    segments: list[dict[str, Any]] = []
+    for row in rows:
+        state = _partition_state(row, active)
+        if (
+            segments
+            and segments[-1]["state"] == state
+            and segments[-1]["version"] == row.version_id
+            and segments[-1]["_end"] == row.partition_start
+        ):
+            segments[-1]["_end"] = row.partition_end
+            segments[-1]["count"] += 1
+        else:
+            segments.append(
+                {
+                    "state": state,
+                    "version": row.version_id,
+                    "count": 1,
+                    "_start": row.partition_start,
+                    "_end": row.partition_end,
+                }
+            )
+    for segment in segments:
+        first = _label(spec, segment["_start"], segment["_start"] + 1)
+        last_start = _last_start(spec, segment["_start"], segment["_end"])
+        last = _label(spec, last_start, segment["_end"])
+        segment["range"] = first if first == last else f"{first}..{last}"
+        del segment["_start"], segment["_end"]
+    return segments
+
+
+def _last_start(spec: ModelSpec, start: int, end: int) -> int:
+    return floor(spec.grain, end - 1) if spec.grain is not Grain.KEY else end - 1
+
+
+def _partition_state(row: PublishedPartition, active: str | None) -> str:
+    if row.last_state.value in ("pending", "running", "staged", "audited"):
+        return "running"
+    if row.last_state.value == "failed":
+        return "failed"
+    if row.attempt_id is None:
+        return row.last_state.value
+    return "published" if row.version_id == active else "stale"
+
+
+def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
+    names = [model] if model else list(ctx.project.order)
+    models = []
+    for name in names:
+        spec, active = _spec(ctx, name)
+        model_state = ctx.state.model_state(name)
+        last = ctx.state.last_run(name)
+        entry: dict[str, Any] = {
+            "model": name,
+            "grain": spec.grain.value,
+            "active_version": _version_doc(active),
+            "paused": bool(model_state and model_state.paused),
+            "deployed_at": model_state.deployed_at if model_state else None,
+            "partitions": ctx.state.partition_counts(name, active.version_id if active else None),
+            "last_run": None
+            if last is None
+            else {
+                "run_id": last.run_id,
+                "kind": last.kind,
+                "status": last.status.value,
+                "started_at": last.started_at,
+                "ended_at": last.ended_at,
+            },
+        }
+        if model:
+            rows = ctx.state.partitions(name, -(2**62), 2**62)
+            entry["ranges"] = _segments(spec, rows, active.version_id if active else None)
+        models.append(entry)
+    return {
+        "schema": "tidegate.status/v1",
+        "project": ctx.project.settings.project.name,
+        "models": models,
+    }
+
+
+def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
+    spec, active = _spec(ctx, model)
+    key = parse_partition(label, spec.grain, spec.keys)
+    row = ctx.state.partition(model, key.start)
+    if row is None:
+        raise UsageError(f"{model} partition {label} has never been written")
+    published = None
+    if row.attempt_id is not None and row.version_id is not None:
+        writer = ctx.state.get_version(row.version_id)
+        published = {
+            "version": _version_doc(writer),
+            "run_id": row.run_id,
+            "attempt_id": row.attempt_id,
+            "published_at": row.published_at,
+            "rows": row.rows,
+            "checksum": row.checksum,
+            "checks": [_check_doc(c) for c in ctx.state.checks(row.attempt_id)],
+            "inputs": [
+                {
+                    "upstream": i.upstream,
+                    "kind": i.kind,
+                    "range": _input_range(ctx, i.upstream, i.kind, i.range_start, i.range_end),
+                    "fingerprint": i.fingerprint,
+                    "attempts": list(i.upstream_attempts),
+                }
+                for i in ctx.state.inputs(row.attempt_id)
+            ],
+        }
+    last = ctx.state.get_attempt(row.last_attempt_id)
+    return {
+        "schema": "tidegate.partition/v1",
+        "model": model,
+        "partition": key.label(spec.keys),
+        "state": _partition_state(row, active.version_id if active else None),
+        "active_version": active.version_id if active else None,
+        "published": published,
+        "last_attempt": None
+        if last is None
+        else {
+            "attempt_id": last.attempt_id,
+            "run_id": last.run_id,
+            "state": last.state.value,
+            "version_id": last.version_id,
+            "started_at": last.started_at,
+            "ended_at": last.ended_at,
+            "error": last.error,
+            "checks": [_check_doc(c) for c in ctx.state.checks(last.attempt_id)],
+        },
+    }
+
+
+def _input_range(ctx: Context, upstream: str, kind: str, start: int, end: int) -> str:
+    if kind == "source":
+        return f"{to_utc(start).isoformat()}..{to_utc(end).isoformat()}"
+    spec, _ = _spec(ctx, upstream)
+    return _segments_label(spec, start, end)
+
+
+def _segments_label(spec: ModelSpec, start: int, end: int) -> str:
+    first = _label(spec, start, end)
+    last = _label(spec, _last_start(spec, start, end), end)
+    return first if first == last else f"{first}..{last}"
+
+
+def _check_doc(check: Any) -> dict[str, Any]:
+    doc = asdict(check)
+    doc["severity"] = check.severity.value
+    return doc
+
+
+def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
+    if not looks_like_run_id(run_id):
+        raise UsageError(f"{run_id!r} is not a run id (run-…)")
+    found = ctx.state.get_run(run_id)
+    if found is None:
+        raise UsageError(f"no run {run_id}")
+    attempts = []
+    specs: dict[str, ModelSpec] = {}
+    for attempt in ctx.state.attempts_of_run(run_id):
+        if attempt.model not in specs:
+            writer = ctx.state.get_version(attempt.version_id)
+            specs[attempt.model] = writer.spec if writer else _spec(ctx, attempt.model)[0]
+        attempts.append(
+            {
+                "attempt_id": attempt.attempt_id,
+                "model": attempt.model,
+                "partition": _label(
+                    specs[attempt.model], attempt.partition_start, attempt.partition_end
+                ),
+                "version_id": attempt.version_id,
+                "state": attempt.state.value,
+                "rows": attempt.rows,
+                "checksum": attempt.checksum,
+                "error": attempt.error,
+            }
+        )
+    return {
+        "schema": "tidegate.run/v1",
+        "run_id": found.run_id,
+        "kind": found.kind,
+        "models": list(found.models),
+        "partitions": found.partitions,
+        "requester": found.requester,
+        "status": found.status.value,
+        "reason": found.reason,
+        "started_at": found.started_at,
+        "ended_at": found.ended_at,
+        "attempts": attempts,
+    }
+
+
+def history(ctx: Context, model: str) -> dict[str, Any]:
+    ctx.project.model(model)
+    events = [
+        {
+            "kind": e.kind,
+            "at": e.at,
+            "actor": e.actor,
+            "version_id": e.version_id,
+            "run_id": e.run_id,
+            "reason": e.reason,
+            "detail": e.detail or {},
+        }
+        for e in ctx.state.events(model)
+    ]
+    return {"schema": "tidegate.history/v1", "model": model, "events": events}

@@ -1,0 +1,1 @@
+"""Reading a project: tidegate.toml, model files, validation and the model graph."""

@@ -1,0 +1,224 @@
+"""Loading and validating a whole project into pure domain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidegate.domain.errors import ConfigError, UsageError
+from tidegate.domain.graph import CycleError, topological_order
+from tidegate.domain.ids import looks_like_run_id
+from tidegate.domain.model import CheckSpec, Column, ModelSpec, Severity, Source, WriteMode
+from tidegate.domain.partitions import Grain, parse_partition
+from tidegate.project.config import IDENTIFIER, ProjectFile, read_project_file, sources_of
+from tidegate.project.model_file import ModelFile, read_model_file
+from tidegate.sql.model_sql import (
+    BOUND_PARAMETERS,
+    SqlProblem,
+    is_valid_predicate,
+    line_of,
+    parameters,
+    parse_query,
+    parse_type,
+    referenced_tables,
+)
+
+MODELS_DIR = "models"
+# Words a model may not be called: they are subcommands, or would read as one.
+RESERVED_NAMES = frozenset({"resume", "stop", "list", "all", "status", "show", "run"})
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    settings: ProjectFile
+    sources: dict[str, Source]
+    models: dict[str, ModelSpec]
+    order: tuple[str, ...]
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.root / self.settings.warehouse.path
+
+    @property
+    def state_path(self) -> Path:
+        return self.root / self.settings.state.path
+
+    def model(self, name: str) -> ModelSpec:
+        if name not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise UsageError(f"unknown model {name!r} (models: {known})")
+        return self.models[name]
+
+
+def load_project(root: Path) -> Project:
+    settings = read_project_file(root)
+    sources = sources_of(settings)
+    folder = root / MODELS_DIR
+    files = sorted(folder.glob("*.sql")) if folder.is_dir() else []
+    names = {f.stem for f in files}
+    models: dict[str, ModelSpec] = {}
+    model_files: dict[str, ModelFile] = {}
+    for file in files:
+        model_file = read_model_file(str(file.relative_to(root)), file.read_text())
+        spec = _build_spec(model_file, file.stem, sources, names)
+        models[spec.name], model_files[spec.name] = spec, model_file
+    try:
+        order = topological_order({name: spec.upstream for name, spec in models.items()})
+    except CycleError as error:
+        first, second = error.cycle[0], error.cycle[1]
+        model_file = model_files[first]
+        raise ConfigError(model_file.path, str(error), _sql_line(model_file, second)) from None
+    return Project(root, settings, sources, models, tuple(order))
+
+
+def _check_name(name: str, path: str, sources: dict[str, Source]) -> None:
+    if not IDENTIFIER.match(name):
+        raise ConfigError(path, f"model name {name!r} must be letters, digits and _", 1)
+    if name.lower() in RESERVED_NAMES or looks_like_run_id(name) or name.startswith("_tidegate"):
+        raise ConfigError(path, f"model name {name!r} is reserved; rename the file", 1)
+    if name in sources:
+        raise ConfigError(path, f"model name {name!r} is also a source in tidegate.toml", 1)
+
+
+def _columns(model: ModelFile) -> tuple[Column, ...]:
+    columns = []
+    for name, declared in model.header.columns.items():
+        line = model.header_line("columns", name)
+        if not IDENTIFIER.match(name):
+            raise ConfigError(model.path, f"columns.{name}: not a plain identifier", line)
+        text = declared.strip()
+        nullable = not text.upper().endswith("NOT NULL")
+        if not nullable:
+            text = text[: -len("NOT NULL")].strip()
+        try:
+            columns.append(Column(name, parse_type(text), nullable))
+        except SqlProblem as problem:
+            raise ConfigError(model.path, f"columns.{name}: {problem.message}", line) from None
+    return tuple(columns)
+
+
+def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
+    header = model.header
+    if header.grain is Grain.KEY:
+        if not header.key_column or not header.keys:
+            raise ConfigError(
+                model.path,
+                "grain: a key grain needs key_column and keys",
+                model.header_line("grain"),
+            )
+        if len(set(header.keys)) != len(header.keys):
+            raise ConfigError(model.path, "keys: repeated key", model.header_line("keys"))
+        return header.key_column, tuple(header.keys)
+    if not header.time_column:
+        raise ConfigError(
+            model.path,
+            f"time_column: required for a {header.grain.value} grain",
+            model.header_line("grain"),
+        )
+    return header.time_column, ()
+
+
+def _checks(model: ModelFile, column_names: set[str]) -> tuple[CheckSpec, ...]:
+    checks: list[CheckSpec] = []
+    seen: set[str] = set()
+    for index, declared in enumerate(model.header.checks):
+        params = declared.model_dump(exclude={"name", "severity", "type"}, exclude_none=True)
+        line = model.header_line("checks")
+        named = [*params.get("columns", []), *([params["column"]] if "column" in params else [])]
+        for col in named:
+            if col not in column_names:
+                raise ConfigError(
+                    model.path, f"checks[{index}]: column {col!r} is not in columns", line
+                )
+        if declared.type == "expression" and not is_valid_predicate(params["expression"]):
+            raise ConfigError(
+                model.path, f"checks[{index}]: expression is not a valid SQL predicate", line
+            )
+        name = declared.name or f"{declared.type}_{'_'.join(named) or index}"
+        if name in seen:
+            raise ConfigError(model.path, f"checks[{index}]: check name {name!r} repeats", line)
+        seen.add(name)
+        checks.append(CheckSpec(name, declared.type, Severity(declared.severity), params))
+    return tuple(checks)
+
+
+def _build_spec(
+    model: ModelFile, name: str, sources: dict[str, Source], model_names: set[str]
+) -> ModelSpec:
+    _check_name(name, model.path, sources)
+    header = model.header
+    columns = _columns(model)
+    column_names = {c.name for c in columns}
+    partition_column, keys = _partitioning(model)
+    if partition_column not in column_names:
+        field = "key_column" if header.grain is Grain.KEY else "time_column"
+        raise ConfigError(
+            model.path,
+            f"{field}: {partition_column!r} is not in columns",
+            model.header_line(field),
+        )
+    for key in header.unique_key:
+        if key not in column_names:
+            raise ConfigError(
+                model.path,
+                f"unique_key: {key!r} is not in columns",
+                model.header_line("unique_key"),
+            )
+    if header.start is not None:
+        try:
+            parse_partition(header.start, header.grain, keys)
+        except UsageError as error:
+            raise ConfigError(model.path, f"start: {error}", model.header_line("start")) from None
+    reads = _reads(model, sources, model_names, header.grain)
+    return ModelSpec(
+        name=name,
+        path=model.path,
+        sql=model.sql.strip(),
+        grain=header.grain,
+        partition_column=partition_column,
+        columns=columns,
+        start=header.start,
+        keys=keys,
+        write_mode=WriteMode(header.write_mode),
+        unique_key=tuple(header.unique_key),
+        schedule=header.schedule,
+        checks=_checks(model, column_names),
+        upstream=tuple(sorted(t for t in reads if t in model_names)),
+        sources=tuple(sorted(t for t in reads if t in sources)),
+    )
+
+
+def _reads(
+    model: ModelFile, sources: dict[str, Source], model_names: set[str], grain: Grain
+) -> set[str]:
+    """Sources and models the SQL reads; unknown tables and parameters are refused."""
+    try:
+        query = parse_query(model.sql)
+    except SqlProblem as problem:
+        line = None if problem.line is None else model.sql_first_line + problem.line - 1
+        raise ConfigError(model.path, problem.message, line) from None
+    allowed = {"key"} if grain is Grain.KEY else {"start", "end"}
+    for parameter in sorted(parameters(query)):
+        if parameter not in allowed:
+            hint = ", ".join(f"${p}" for p in sorted(allowed))
+            unknown = "unknown" if parameter not in BOUND_PARAMETERS else "unavailable"
+            raise ConfigError(
+                model.path,
+                f"${parameter} is an {unknown} parameter here (use {hint})",
+                _sql_line(model, f"${parameter}"),
+            )
+    reads = referenced_tables(query)
+    for table in sorted(reads):
+        if table not in sources and table not in model_names:
+            raise ConfigError(
+                model.path,
+                f"reads unknown table {table!r} (declare it under [sources] or add a model)",
+                _sql_line(model, table),
+            )
+    return reads
+
+
+def _sql_line(model: ModelFile, word: str) -> int | None:
+    found = line_of(model.sql, word)
+    return None if found is None else model.sql_first_line + found - 1

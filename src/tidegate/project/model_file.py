@@ -1,0 +1,122 @@
+"""Model files: `models/NAME.sql`, a TOML header in a leading `/* tidegate ... */` comment,
+then one SELECT."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tidegate.domain.errors import ConfigError
+from tidegate.domain.partitions import Grain
+from tidegate.project import toml_errors
+
+HEADER = re.compile(r"\A(?P<before>\s*)/\*\s*tidegate[ \t]*\n(?P<body>.*?)\*/", re.DOTALL)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Check(_Strict):
+    name: str | None = None
+    severity: Literal["blocking", "warn"] = "blocking"
+
+
+class NotNullCheck(_Check):
+    type: Literal["not_null"]
+    columns: list[str] = Field(min_length=1)
+
+
+class UniqueCheck(_Check):
+    type: Literal["unique"]
+    columns: list[str] = Field(min_length=1)
+
+
+class AcceptedValuesCheck(_Check):
+    type: Literal["accepted_values"]
+    column: str
+    values: list[str | int | float] = Field(min_length=1)
+
+
+class RowCountCheck(_Check):
+    type: Literal["row_count"]
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+
+class ExpressionCheck(_Check):
+    type: Literal["expression"]
+    expression: str = Field(min_length=1)
+
+
+CheckDecl = Annotated[
+    NotNullCheck | UniqueCheck | AcceptedValuesCheck | RowCountCheck | ExpressionCheck,
+    Field(discriminator="type"),
+]
+
+
+class ModelHeader(_Strict):
+    kind: Literal["sql"] = "sql"
+    grain: Grain
+    time_column: str | None = None
+    key_column: str | None = None
+    keys: list[str] = []
+    start: str | None = None
+    write_mode: Literal["overwrite"] = "overwrite"
+    unique_key: list[str] = []
+    schedule: str | None = None
+    columns: dict[str, str] = Field(min_length=1)
+    checks: list[CheckDecl] = []
+
+
+class ModelFile(BaseModel):
+    """A model file split into its validated header and its SQL body."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    path: str
+    header: ModelHeader
+    header_text: str
+    header_first_line: int
+    sql: str
+    sql_first_line: int
+
+    def header_line(self, *location: str | int) -> int | None:
+        found = toml_errors.line_of_key(self.header_text, location)
+        return None if found is None else self.header_first_line + found - 1
+
+
+def read_model_file(path: str, text: str) -> ModelFile:
+    match = HEADER.match(text)
+    if match is None:
+        raise ConfigError(path, "a model file starts with a `/* tidegate` header comment", 1)
+    header_first_line = match.group("before").count("\n") + 2
+    body = match.group("body")
+    try:
+        data: dict[str, Any] = toml_errors.loads(body)
+    except toml_errors.TOMLDecodeError as error:
+        line = toml_errors.decode_line(error)
+        raise ConfigError(
+            path,
+            toml_errors.decode_message(error),
+            None if line is None else header_first_line + line - 1,
+        ) from None
+    try:
+        header = ModelHeader.model_validate(data)
+    except ValidationError as error:
+        message, location = toml_errors.describe(error)
+        found = toml_errors.line_of_key(body, location)
+        raise ConfigError(
+            path, message, None if found is None else header_first_line + found - 1
+        ) from None
+    sql_first_line = text[: match.end()].count("\n") + 1
+    return ModelFile(
+        path=path,
+        header=header,
+        header_text=body,
+        header_first_line=header_first_line,
+        sql=text[match.end() :],
+        sql_first_line=sql_first_line,
+    )

@@ -1,0 +1,67 @@
+"""Pointing a user at the line of a TOML document that a validation error is about."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TOMLDecodeError = tomllib.TOMLDecodeError
+
+
+def loads(text: str) -> dict[str, Any]:
+    return tomllib.loads(text)
+
+
+def decode_line(error: Exception) -> int | None:
+    match = re.search(r"line (\d+)", str(error))
+    return int(match.group(1)) if match else None
+
+
+def decode_message(error: Exception) -> str:
+    return re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error)).strip()
+
+
+def line_of_key(text: str, location: Sequence[str | int]) -> int | None:
+    """The line where the deepest named key of `location` is written, if it can be found."""
+    names = [part for part in location if isinstance(part, str)]
+    for name in reversed(names):
+        pattern = re.compile(
+            rf"^\s*(\[\[?\s*([\w.\"-]*\.)?\"?{re.escape(name)}\"?\s*\]\]?|\"?{re.escape(name)}\"?\s*=)"
+        )
+        for number, line in enumerate(text.splitlines(), start=1):
+            if pattern.search(line):
+                return number
+    return None
+
+
+def describe(error: ValidationError) -> tuple[str, tuple[str | int, ...]]:
+    """One line for the first problem of a pydantic error, and where it is."""
+    first = error.errors()[0]
+    location = tuple(first["loc"])
+    field = ".".join(str(p) for p in location if not _is_tag(p))
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "required key is missing"
+    return (f"{field}: {message}" if field else message), location
+
+
+def _is_tag(part: str | int) -> bool:
+    # pydantic names the branch of a tagged union in the location; users never wrote it
+    return isinstance(part, str) and part in {
+        "not_null",
+        "unique",
+        "accepted_values",
+        "row_count",
+        "expression",
+    }

@@ -1,0 +1,188 @@
+"""Human-readable output for the command line (rich tables). JSON documents are built by ops."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tidegate.ops.build import Built
+from tidegate.ops.run import RunResult
+
+# Wide enough for ids and checksums when output goes to a file or a pipe.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def built_doc(built: Built) -> dict[str, Any]:
+    v = built.version
+    return {
+        "model": v.model,
+        "version_id": v.version_id,
+        "seq": v.seq,
+        "fingerprint": v.fingerprint,
+        "change": built.change.value,
+        "created": built.created,
+        "active_version": built.active_version,
+        "git_commit": v.git_commit,
+        "git_dirty": v.git_dirty,
+    }
+
+
+def build(built: list[Built]) -> None:
+    table = Table("model", "version", "fingerprint", "change", "note")
+    for b in built:
+        v = b.version
+        table.add_row(
+            v.model,
+            f"v{v.seq}",
+            v.version_id,
+            b.change.value,
+            "new version" if b.created else "already built",
+        )
+    console.print(table)
+
+
+def run_doc(result: RunResult) -> dict[str, Any]:
+    failed = [o for o in result.outcomes if o.state.value != "published"]
+    return {
+        "schema": "tidegate.run-result/v1",
+        "run_id": result.run_id,
+        "status": result.status.value,
+        "reason": f"{len(failed)} of {len(result.outcomes)} partition(s) not published"
+        if failed
+        else None,
+        "published": sum(1 for o in result.outcomes if o.state.value == "published"),
+        "partitions": [
+            {
+                "model": o.model,
+                "partition": o.label,
+                "attempt_id": o.attempt_id,
+                "state": o.state.value,
+                "rows": o.rows,
+                "checksum": o.checksum,
+                "reason": o.reason,
+            }
+            for o in result.outcomes
+        ],
+        "recovered": {
+            "published": list(result.reconciliation.published),
+            "failed": list(result.reconciliation.failed),
+            "staging_dropped": result.reconciliation.staging_dropped,
+            "runs_interrupted": list(result.reconciliation.runs_interrupted),
+        },
+        "notes": list(result.notes),
+    }
+
+
+def run(result: RunResult) -> None:
+    rec = result.reconciliation
+    if rec.changed_anything:
+        console.print(
+            f"recovered from an earlier crash: {len(rec.published)} attempt(s) confirmed "
+            f"published from warehouse markers, {len(rec.failed)} marked failed, "
+            f"{rec.staging_dropped} staging table(s) dropped"
+        )
+    for note in result.notes:
+        console.print(note)
+    shown = (
+        result.outcomes
+        if len(result.outcomes) <= 40
+        else [o for o in result.outcomes if o.state.value != "published"]
+    )
+    if shown:
+        table = Table("model", "partition", "state", "rows", "checksum", "reason")
+        for o in shown:
+            table.add_row(
+                o.model, o.label, o.state.value, str(o.rows or ""), o.checksum or "", o.reason or ""
+            )
+        console.print(table)
+    published = sum(1 for o in result.outcomes if o.state.value == "published")
+    console.print(
+        f"{result.run_id}: {result.status.value}, "
+        f"{published} of {len(result.outcomes)} partition(s) published"
+    )
+
+
+def status(document: dict[str, Any]) -> None:
+    table = Table("model", "grain", "active", "published", "stale", "failed", "running", "last run")
+    for m in document["models"]:
+        active = m["active_version"]
+        counts = m["partitions"]
+        last = m["last_run"]
+        table.add_row(
+            m["model"] + (" (paused)" if m["paused"] else ""),
+            m["grain"],
+            f"v{active['seq']} ({active['id']})" if active else "-",
+            str(counts["published"]),
+            str(counts["stale"]),
+            str(counts["failed"]),
+            str(counts["running"]),
+            f"{last['run_id']} {last['status']}" if last else "-",
+        )
+    console.print(table)
+    for m in document["models"]:
+        for segment in m.get("ranges", []):
+            console.print(
+                f"  {segment['range']}: {segment['state']} "
+                f"({segment['count']}) by {segment['version'] or '-'}"
+            )
+
+
+def partition(document: dict[str, Any]) -> None:
+    console.print(f"{document['model']} {document['partition']}: {document['state']}")
+    published = document["published"]
+    if published:
+        v = published["version"]
+        commit = v["git_commit"] or "no git commit"
+        dirty = " (dirty tree)" if v["git_dirty"] else ""
+        console.print(
+            f"  written by   v{v['seq']} ({v['id']}), fingerprint {v['fingerprint'][:16]}"
+        )
+        console.print(f"  commit       {commit}{dirty}")
+        console.print(f"  run          {published['run_id']}  attempt {published['attempt_id']}")
+        console.print(f"  published at {published['published_at']}")
+        console.print(f"  rows         {published['rows']}  checksum {published['checksum']}")
+        for check in published["checks"]:
+            mark = (
+                "pass"
+                if check["passed"]
+                else ("FAIL" if check["severity"] == "blocking" else "warn")
+            )
+            console.print(f"  check {check['name']}: {mark} ({check['message']})")
+        for read in published["inputs"]:
+            console.print(
+                f"  read {read['kind']} {read['upstream']} {read['range']}"
+                + (f" fingerprint {read['fingerprint']}" if read["fingerprint"] else "")
+            )
+    last = document["last_attempt"]
+    if last and (not published or last["attempt_id"] != published["attempt_id"]):
+        console.print(f"  last attempt {last['attempt_id']} {last['state']}: {last['error'] or ''}")
+
+
+def run_detail(document: dict[str, Any]) -> None:
+    console.print(
+        f"{document['run_id']} ({document['kind']}) {document['status']} "
+        f"by {document['requester']}, {document['started_at']} → {document['ended_at']}"
+    )
+    if document["reason"]:
+        console.print(f"  reason: {document['reason']}")
+    table = Table("model", "partition", "state", "rows", "checksum", "error")
+    for a in document["attempts"]:
+        table.add_row(
+            a["model"],
+            a["partition"],
+            a["state"],
+            str(a["rows"] or ""),
+            a["checksum"] or "",
+            a["error"] or "",
+        )
+    console.print(table)
+
+
+def history(document: dict[str, Any]) -> None:
+    table = Table("at", "event", "version", "by", "reason")
+    for e in document["events"]:
+        table.add_row(e["at"], e["kind"], e["version_id"] or "", e["actor"], e["reason"] or "")
+    console.print(table)

@@ -1,0 +1,1 @@
+"""The only place SQL text is made: sqlglot expressions, quoting and transpiling."""

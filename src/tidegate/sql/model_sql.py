@@ -1,0 +1,110 @@
+"""Reading a model's SELECT: parsing, upstream inference, normalization and rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+DIALECT = "duckdb"
+BOUND_PARAMETERS = frozenset({"start", "end", "key"})
+
+
+@dataclass(frozen=True)
+class SqlProblem(Exception):
+    """A problem in a model's SQL; `line` counts from the first line of the SQL text."""
+
+    message: str
+    line: int | None = None
+
+
+def parse_query(sql: str) -> exp.Query:
+    """Parse exactly one SELECT (or set operation); anything that writes is refused."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
+        description = str(first.get("description") or error).split("<Token")[0].strip()
+        raise SqlProblem(f"SQL does not parse: {description}{near}", first.get("line")) from None
+    except SqlglotError as error:
+        raise SqlProblem(f"SQL does not parse: {str(error).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise SqlProblem(f"a model holds exactly one SELECT, found {len(statements)} statements")
+    statement = statements[0]
+    if not isinstance(statement, exp.Query):
+        raise SqlProblem("a model is one SELECT statement; this SQL is not a SELECT")
+    return statement
+
+
+def referenced_tables(query: exp.Query) -> set[str]:
+    """Names of the tables a query reads, leaving out its own CTEs."""
+    ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    return {
+        table.name
+        for table in query.find_all(exp.Table)
+        if table.name and table.name not in ctes and not table.args.get("db")
+    } | {
+        f"{table.args['db'].name}.{table.name}"
+        for table in query.find_all(exp.Table)
+        if table.args.get("db")
+    }
+
+
+def parameters(query: exp.Query) -> set[str]:
+    return {str(p.this) for p in query.find_all(exp.Placeholder) if p.this is not None}
+
+
+def line_of(sql: str, word: str) -> int | None:
+    """First line (1-based) of `sql` mentioning `word`, to point users at the problem."""
+    for number, text in enumerate(sql.splitlines(), start=1):
+        if word.lower() in text.lower():
+            return number
+    return None
+
+
+def normalized(query: exp.Query) -> str:
+    """Canonical SQL: whitespace, comments and keyword case do not change it."""
+    canonical = normalize_identifiers(query.copy(), dialect=DIALECT)
+    return canonical.sql(dialect=DIALECT, normalize=True, comments=False, pretty=False)
+
+
+def render(query: exp.Query, physical_tables: Mapping[str, str]) -> str:
+    """The SQL to execute: source names replaced by their physical tables, placeholders kept."""
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and not node.args.get("db"):
+            target = physical_tables.get(node.name)
+            if target is not None:
+                swapped = exp.to_table(target, dialect=DIALECT)
+                swapped.set(
+                    "alias",
+                    node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name)),
+                )
+                return swapped
+        return node
+
+    return query.copy().transform(replace).sql(dialect=DIALECT, comments=False)
+
+
+def parse_type(text: str) -> str:
+    """The canonical spelling of a column type; raises SqlProblem for an unknown type."""
+    try:
+        data_type = exp.DataType.build(text, dialect=DIALECT)
+    except (SqlglotError, ValueError):
+        raise SqlProblem(f"unknown column type {text!r}") from None
+    if data_type.this == exp.DataType.Type.USERDEFINED:
+        raise SqlProblem(f"unknown column type {text!r}")
+    return data_type.sql(dialect=DIALECT)
+
+
+def is_valid_predicate(text: str) -> bool:
+    try:
+        parsed = sqlglot.parse_one(text, dialect=DIALECT, into=exp.Condition)
+    except SqlglotError:
+        return False
+    return parsed is not None and not isinstance(parsed, exp.Query)

@@ -1,0 +1,271 @@
+"""SQL statements tidegate runs against a warehouse, built as sqlglot expressions.
+
+Identifiers are always quoted by sqlglot; partition bounds are named placeholders bound by the
+driver (`$start`, `$end`, `$key`); declared values (accepted values) become sqlglot literals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tidegate.domain.model import CheckSpec, Column
+
+DIALECT = "duckdb"
+META_SCHEMA = "_tidegate"
+STAGING_SCHEMA = "_tidegate_staging"
+MARKERS = "commit_markers"
+NULL_MARK = "\\N"
+FIELD_SEPARATOR = "\x1f"
+
+
+def ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def table(name: str, schema: str | None = None) -> exp.Table:
+    return exp.Table(this=ident(name), db=ident(schema) if schema else None)
+
+
+def column(name: str) -> exp.Column:
+    return exp.Column(this=ident(name))
+
+
+def _sql(expression: exp.Expr, dialect: str = DIALECT) -> str:
+    return expression.sql(dialect=dialect)
+
+
+def partition_predicate(partition_column: str, keyed: bool) -> exp.Expr:
+    """Rows of the partition being written: bound as $start/$end, or $key for key lists."""
+    col = column(partition_column)
+    if keyed:
+        return exp.EQ(this=col, expression=exp.Placeholder(this="key"))
+    lower = exp.GTE(
+        this=col, expression=exp.cast(exp.Placeholder(this="start"), exp.DataType.Type.TIMESTAMP)
+    )
+    upper = exp.LT(
+        this=col.copy(),
+        expression=exp.cast(exp.Placeholder(this="end"), exp.DataType.Type.TIMESTAMP),
+    )
+    return exp.and_(lower, upper)
+
+
+def create_schema(schema: str) -> str:
+    return _sql(exp.Create(kind="SCHEMA", this=exp.Table(db=ident(schema)), exists=True))
+
+
+def create_table(target: exp.Table, columns: Sequence[Column]) -> str:
+    definitions = [
+        exp.ColumnDef(
+            this=ident(c.name),
+            kind=exp.DataType.build(c.type, dialect=DIALECT),
+            constraints=[]
+            if c.nullable
+            else [exp.ColumnConstraint(kind=exp.NotNullColumnConstraint())],
+        )
+        for c in columns
+    ]
+    return _sql(
+        exp.Create(kind="TABLE", this=exp.Schema(this=target, expressions=definitions), exists=True)
+    )
+
+
+def add_column(target: exp.Table, col: Column) -> str:
+    definition = exp.ColumnDef(this=ident(col.name), kind=exp.DataType.build(col.type, DIALECT))
+    return _sql(exp.Alter(this=target, kind="TABLE", actions=[definition]))
+
+
+def create_table_as(target: exp.Table, query_sql: str) -> str:
+    query = sqlglot.parse_one(query_sql, dialect=DIALECT)
+    return _sql(exp.Create(kind="TABLE", this=target, expression=query))
+
+
+def drop_table(target: exp.Table) -> str:
+    return _sql(exp.Drop(kind="TABLE", tables=[target], exists=True))
+
+
+def delete_partition(target: exp.Table, partition_column: str, keyed: bool) -> str:
+    return _sql(exp.delete(target, where=partition_predicate(partition_column, keyed)))
+
+
+def insert_from(target: exp.Table, columns: Sequence[Column], source: exp.Table) -> str:
+    names = [c.name for c in columns]
+    select = exp.select(*[column(n) for n in names]).from_(source)
+    return _sql(
+        exp.Insert(
+            this=exp.Schema(this=target, expressions=[ident(n) for n in names]), expression=select
+        )
+    )
+
+
+def row_hash(columns: Sequence[str]) -> exp.Expr:
+    """64-bit hash of a row's canonically formatted values (first 16 hex digits of an MD5)."""
+    fields = [
+        exp.Coalesce(
+            this=exp.cast(column(name), exp.DataType.Type.VARCHAR),
+            expressions=[exp.Literal.string(NULL_MARK)],
+        )
+        for name in columns
+    ]
+    joined: exp.Expr = fields[0]
+    for field in fields[1:]:
+        joined = exp.DPipe(
+            this=exp.DPipe(this=joined, expression=exp.Literal.string(FIELD_SEPARATOR)),
+            expression=field,
+        )
+    hex_prefix = exp.Substring(
+        this=exp.MD5(this=joined), start=exp.Literal.number(1), length=exp.Literal.number(16)
+    )
+    as_hex = exp.DPipe(this=exp.Literal.string("0x"), expression=hex_prefix)
+    return exp.cast(as_hex, exp.DataType.Type.UBIGINT)
+
+
+def checksum(source: exp.Table, columns: Sequence[str], where: exp.Expr | None) -> str:
+    hashed = exp.cast(row_hash(columns), exp.DataType.Type.INT128)
+    digest = exp.Mod(
+        this=exp.Coalesce(this=exp.Sum(this=hashed), expressions=[exp.Literal.number(0)]),
+        expression=exp.Literal.number(2**64),
+    )
+    select = exp.select(exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR")).from_(source)
+    if where is not None:
+        select = select.where(where)
+    return _sql(select)
+
+
+def count_rows(source: exp.Table, where: exp.Expr | None = None) -> str:
+    select = exp.select(exp.Count(this=exp.Star())).from_(source)
+    return _sql(select.where(where) if where is not None else select)
+
+
+def check_measure(check: CheckSpec, source: exp.Table) -> str:
+    """A query returning one integer: violations, or the row count for `row_count`."""
+    params: dict[str, Any] = dict(check.params)
+    if check.kind == "row_count":
+        return count_rows(source)
+    if check.kind == "not_null":
+        nulls = [exp.Is(this=column(c), expression=exp.Null()) for c in params["columns"]]
+        return count_rows(source, exp.or_(*nulls))
+    if check.kind == "unique":
+        keys = [column(c) for c in params["columns"]]
+        not_null = exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
+        repeated = (
+            exp.select(*keys)
+            .from_(source)
+            .where(not_null)
+            .group_by(*[k.copy() for k in keys])
+            .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+        )
+        return _sql(exp.select(exp.Count(this=exp.Star())).from_(repeated.subquery("repeated")))
+    if check.kind == "accepted_values":
+        col = column(params["column"])
+        outside = exp.not_(col.isin(*[exp.convert(v) for v in params["values"]]))
+        present = exp.not_(exp.Is(this=col.copy(), expression=exp.Null()))
+        return count_rows(source, exp.and_(present, outside))
+    if check.kind == "expression":
+        predicate = sqlglot.parse_one(params["expression"], dialect=DIALECT)
+        return count_rows(
+            source, exp.not_(exp.Coalesce(this=exp.paren(predicate), expressions=[exp.false()]))
+        )
+    if check.kind == "partition_bounds":
+        inside = partition_predicate(params["column"], bool(params.get("keyed")))
+        is_null = exp.Is(this=column(params["column"]), expression=exp.Null())
+        return count_rows(source, exp.or_(is_null, exp.not_(exp.paren(inside))))
+    raise ValueError(f"no measurement for check kind {check.kind!r}")
+
+
+def markers_ddl() -> str:
+    target = table(MARKERS, META_SCHEMA)
+    fields = [
+        Column("attempt_id", "VARCHAR", False),
+        Column("model", "VARCHAR", False),
+        Column("grain", "VARCHAR", False),
+        Column("partition_start", "BIGINT", False),
+        Column("partition_end", "BIGINT", False),
+        Column("run_id", "VARCHAR", False),
+        Column("version_id", "VARCHAR", False),
+        Column("checksum", "VARCHAR", False),
+        Column("published_at", "VARCHAR", False),
+    ]
+    return create_table(target, fields)
+
+
+MARKER_COLUMNS = (
+    "attempt_id",
+    "model",
+    "grain",
+    "partition_start",
+    "partition_end",
+    "run_id",
+    "version_id",
+    "checksum",
+    "published_at",
+)
+
+
+def insert_marker() -> str:
+    target = table(MARKERS, META_SCHEMA)
+    values = exp.Tuple(expressions=[exp.Placeholder(this=name) for name in MARKER_COLUMNS])
+    return _sql(
+        exp.Insert(
+            this=exp.Schema(this=target, expressions=[ident(n) for n in MARKER_COLUMNS]),
+            expression=exp.Values(expressions=[values]),
+        )
+    )
+
+
+def select_markers(count: int) -> str:
+    """Markers of `count` attempts, bound as positional parameters."""
+    target = table(MARKERS, META_SCHEMA)
+    ids = [exp.Placeholder() for _ in range(count)]
+    return _sql(
+        exp.select(*[column(n) for n in MARKER_COLUMNS])
+        .from_(target)
+        .where(column("attempt_id").isin(*ids))
+    )
+
+
+def null_counts(source: exp.Table, columns: Sequence[str]) -> str:
+    """One row: for each column, how many rows hold NULL in it."""
+    counts = [
+        exp.Sum(
+            this=exp.If(
+                this=exp.Is(this=column(name), expression=exp.Null()),
+                true=exp.Literal.number(1),
+                false=exp.Literal.number(0),
+            )
+        )
+        for name in columns
+    ]
+    return _sql(exp.select(*counts).from_(source))
+
+
+def describe(source: exp.Table) -> str:
+    return _sql(exp.Describe(this=source))
+
+
+def tables_in_schema() -> str:
+    info = table("tables", "information_schema")
+    return _sql(
+        exp.select(column("table_name"))
+        .from_(info)
+        .where(exp.EQ(this=column("table_schema"), expression=exp.Placeholder()))
+    )
+
+
+def published_columns() -> str:
+    """Columns of a table in the default schema, bound by its name (one positional value)."""
+    info = table("columns", "information_schema")
+    return _sql(
+        exp.select(column("column_name"), column("data_type"), column("is_nullable"))
+        .from_(info)
+        .where(
+            exp.and_(
+                exp.EQ(this=column("table_schema"), expression=exp.Literal.string("main")),
+                exp.EQ(this=column("table_name"), expression=exp.Placeholder()),
+            )
+        )
+        .order_by(column("ordinal_position"))
+    )

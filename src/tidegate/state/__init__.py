@@ -1,0 +1,1 @@
+"""The ledger: tidegate's state store behind one interface."""

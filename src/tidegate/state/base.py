@@ -1,0 +1,124 @@
+"""The StateStore seam: the ledger of versions, deploys, runs, attempts and partitions.
+
+The warehouse holds the truth of what was published (commit markers); the ledger records intent
+before and outcome after, and is reconciled from the markers after a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.checks import CheckResult
+from tidegate.domain.model import Version
+from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
+
+
+@dataclass(frozen=True)
+class ModelState:
+    model: str
+    active_version: str | None
+    previous_version: str | None
+    paused: bool
+    deployed_at: str | None
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    actor: str
+    at: str
+    model: str | None = None
+    version_id: str | None = None
+    run_id: str | None = None
+    reason: str | None = None
+    detail: dict[str, Any] | None = None
+
+
+class StateStore(Protocol):
+    """Every method is one transaction; none is partially applied. Raises StateStoreError when
+    the store cannot be used (corrupt, or written by a newer tidegate)."""
+
+    # versions
+    def save_version(self, version: Version) -> Version:
+        """Store a version; idempotent on (model, fingerprint): returns the stored one."""
+
+    def find_version(self, model: str, fingerprint: str) -> Version | None: ...
+
+    def get_version(self, version_id: str) -> Version | None: ...
+
+    def resolve_version(self, model: str, ref: str) -> Version | None:
+        """A version of `model` by `vN`, full id or unique id prefix."""
+
+    def versions(self, model: str) -> list[Version]: ...
+
+    def next_seq(self, model: str) -> int: ...
+
+    # deploys and history
+    def model_state(self, model: str) -> ModelState | None: ...
+
+    def model_states(self) -> list[ModelState]: ...
+
+    def activate(self, model: str, version_id: str, at: str, event: Event) -> None:
+        """Make `version_id` active (the old one becomes previous) and record the event."""
+
+    def record_event(self, event: Event) -> None: ...
+
+    def events(self, model: str) -> list[Event]: ...
+
+    # runs and attempts
+    def create_run(self, run: Run) -> None: ...
+
+    def finish_run(self, run_id: str, status: RunStatus, reason: str | None, at: str) -> None: ...
+
+    def get_run(self, run_id: str) -> Run | None: ...
+
+    def live_runs(self) -> list[Run]: ...
+
+    def last_run(self, model: str) -> Run | None:
+        """The newest run that made an attempt at `model`."""
+
+    def create_attempt(self, attempt: Attempt) -> None:
+        """Record the intent to write a partition (state pending)."""
+
+    def move_attempt(
+        self,
+        attempt_id: str,
+        state: AttemptState,
+        at: str,
+        rows: int | None = None,
+        checksum: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Move an attempt along its state machine; publishing goes through `publish`."""
+
+    def publish(self, attempt_id: str, at: str) -> None:
+        """Mark an attempt published and make it its partition's published attempt."""
+
+    def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None: ...
+
+    def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None: ...
+
+    def get_attempt(self, attempt_id: str) -> Attempt | None: ...
+
+    def live_attempts(self) -> list[Attempt]:
+        """Attempts not in a terminal state: after a crash, those left pending."""
+
+    def attempts_of_run(self, run_id: str) -> list[Attempt]: ...
+
+    def checks(self, attempt_id: str) -> list[CheckResult]: ...
+
+    def inputs(self, attempt_id: str) -> list[Input]: ...
+
+    # partitions (the read model)
+    def partition(self, model: str, start: int) -> PublishedPartition | None: ...
+
+    def partitions(self, model: str, start: int, end: int) -> list[PublishedPartition]:
+        """Partitions of `model` whose start lies in [start, end), in order."""
+
+    def partition_counts(self, model: str, active_version: str | None) -> dict[str, int]:
+        """Counts by state: published (by the active version), stale, failed, running."""
+
+    def close(self) -> None: ...
