@@ -1,0 +1,185 @@
+"""Shared test kit: run tidegate, build example projects, and assert the guarantees."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tidegate.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_MODELS = ("daily_revenue", "monthly_revenue", "revenue_report")
+
+
+@dataclass(frozen=True)
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def tidegate(*args: str | Path) -> Result:
+    """Run the CLI in this process (fast); use `spawn` when a real process is needed."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as done:
+            code = int(done.code or 0) if not isinstance(done.code, str) else 1
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def spawn(
+    *args: str | Path, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.Popen[str]:
+    """Start `tidegate ARGS` as a real process."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tidegate", *[str(a) for a in args]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        **popen,
+    )
+
+
+def run_process(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> Result:
+    process = spawn(*args, env=env)
+    stdout, stderr = process.communicate(timeout=timeout)
+    return Result(process.returncode, stdout, stderr)
+
+
+_TEMPLATES: dict[tuple[int, int], Path] = {}
+
+
+def example_project(
+    target: Path, rows_per_day: int = 20, seed: int = 1, deploy: bool = True
+) -> Path:
+    """An initialized orders project in `target`, built and (by default) deployed.
+
+    Initialized once per (rows, seed) per test session and copied, to keep the suite fast.
+    """
+    key = (rows_per_day, seed)
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = (
+            Path(os.environ.get("TMPDIR", "/tmp"))
+            / f"tidegate-template-{os.getpid()}-{rows_per_day}-{seed}"
+        )
+        shutil.rmtree(template, ignore_errors=True)
+        result = tidegate(
+            "init",
+            template,
+            "--example",
+            "orders",
+            "--rows-per-day",
+            str(rows_per_day),
+            "--seed",
+            str(seed),
+        )
+        assert result.exit_code == 0, result.stderr
+        _TEMPLATES[key] = template
+    shutil.copytree(template, target)
+    if deploy:
+        assert tidegate("build", "--project", target).exit_code == 0
+        for model in EXAMPLE_MODELS:
+            result = tidegate("deploy", model, "--project", target)
+            assert result.exit_code == 0, result.stderr
+    return target
+
+
+def warehouse_rows(
+    project: Path, query: str, params: list[Any] | None = None
+) -> list[tuple[Any, ...]]:
+    """Read the warehouse directly (only when no writer holds it)."""
+    import duckdb
+
+    con = duckdb.connect(str(project / "warehouse.duckdb"), read_only=True)
+    try:
+        return list(con.execute(query, params or []).fetchall())
+    finally:
+        con.close()
+
+
+def oracle_daily_revenue(project: Path) -> list[tuple[Any, ...]]:
+    """An independent GROUP BY over orders: what daily_revenue must hold."""
+    return warehouse_rows(
+        project,
+        "SELECT CAST(order_ts AS DATE) AS d, status, count(*), sum(gross_amount), "
+        "sum(gross_amount - discount - refund) FROM orders GROUP BY ALL ORDER BY d, status",
+    )
+
+
+def published_daily_revenue(project: Path) -> list[tuple[Any, ...]]:
+    return warehouse_rows(
+        project,
+        "SELECT order_date, status, order_count, gross_revenue, net_revenue "
+        "FROM daily_revenue ORDER BY order_date, status",
+    )
+
+
+def assert_exactly_once(actual: list[tuple[Any, ...]], oracle: list[tuple[Any, ...]]) -> None:
+    """Same rows, each exactly as often: no duplicates, nothing missing, nothing extra."""
+    from collections import Counter
+
+    missing = Counter(oracle) - Counter(actual)
+    extra = Counter(actual) - Counter(oracle)
+    assert not missing and not extra, f"missing {list(missing)[:5]}, extra {list(extra)[:5]}"
+
+
+def assert_no_staging(project: Path) -> None:
+    rows = warehouse_rows(
+        project,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = '_tidegate_staging'",
+    )
+    assert rows == [], f"staging tables left behind: {rows}"
+
+
+def state_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every ledger table, to prove that a refused command wrote nothing."""
+    path = project / ".tidegate" / "state.db"
+    if not path.exists():
+        return {}
+    con = sqlite3.connect(path)
+    try:
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        return {t: sorted(con.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+    finally:
+        con.close()
+
+
+def warehouse_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table in the warehouse."""
+    import duckdb
+
+    con = duckdb.connect(str(project / "warehouse.duckdb"), read_only=True)
+    try:
+        tables = con.execute(
+            "SELECT table_schema, table_name FROM information_schema.tables ORDER BY 1, 2"
+        ).fetchall()
+        return {
+            f"{s}.{t}": sorted(con.execute(f'SELECT * FROM "{s}"."{t}"').fetchall(), key=repr)
+            for s, t in tables
+        }
+    finally:
+        con.close()
