@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,23 @@ class DuckDBEngine:
     name = "duckdb"
     capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
 
-    def __init__(self, path: Path, wait: bool = False, wait_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        wait: bool = False,
+        wait_timeout: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = path
-        self._con = self._connect(path, wait, wait_timeout)
+        self._con = self._connect(path, wait, wait_timeout, on_wait)
         self._con.execute("SET TimeZone = 'UTC'")
 
     @staticmethod
-    def _connect(path: Path, wait: bool, wait_timeout: float | None) -> Any:
+    def _connect(
+        path: Path, wait: bool, wait_timeout: float | None, on_wait: Callable[[str], None] | None
+    ) -> Any:
         deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
+        announced = False
         while True:
             try:
                 return duckdb.connect(str(path))
@@ -46,6 +55,9 @@ class DuckDBEngine:
                         f"warehouse {path} is in use by another tidegate process; "
                         "retry later or pass --wait"
                     ) from None
+                if on_wait is not None and not announced:
+                    on_wait(f"waiting for warehouse {path}: another tidegate process holds it")
+                    announced = True
                 time.sleep(WAIT_STEP_SECONDS)
             except duckdb.Error as error:
                 raise UsageError(f"cannot open warehouse {path}: {error}") from None

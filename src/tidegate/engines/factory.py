@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from tidegate.engines.base import Engine
 from tidegate.project.loader import Project
 
@@ -10,4 +12,8 @@ def open_engine(project: Project, wait: bool) -> Engine:
     """Open the warehouse for writing; raises BusyError when another writer holds it."""
     from tidegate.engines.duckdb import DuckDBEngine
 
-    return DuckDBEngine(project.warehouse_path, wait=wait)
+    return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=_tell)
+
+
+def _tell(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
