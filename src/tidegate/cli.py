@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from tidegate.domain.clock import Clock, FixedClock, SystemClock
-from tidegate.domain.errors import OperationFailed, TidegateError, UsageError
+from tidegate.domain.errors import TidegateError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 INTERRUPTED_EXIT = 130
@@ -215,9 +215,8 @@ def run(
     document = render.run_doc(result)
     emit(as_json, document, lambda: render.run(result))
     if document["status"] == "failed":
-        raise OperationFailed(
-            f"run {result.run_id} failed: {document['reason']}",
-        )
+        # The run's own document is the --json answer; the failure is one line on stderr.
+        _fail(f"run {result.run_id} failed: {document['reason']}", 1, as_json=False)
 
 
 @cli.command()

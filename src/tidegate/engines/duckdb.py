@@ -65,9 +65,17 @@ class DuckDBEngine:
     def _run(self, statement: str, params: Any = None) -> Any:
         try:
             return self._con.execute(statement, params)
+        except duckdb.InterruptException:
+            raise KeyboardInterrupt from None
         except duckdb.Error as error:
             message = str(error).splitlines()[0]
             raise EngineError(f"duckdb: {message}") from error
+        except RuntimeError as error:
+            # DuckDB answers Ctrl-C during a query with RuntimeError("Query interrupted") and
+            # swallows Python's KeyboardInterrupt: give it back, so the CLI exits 130.
+            if str(error) == "Query interrupted":
+                raise KeyboardInterrupt from None
+            raise
 
     @staticmethod
     def _only(params: Mapping[str, Any], statement: str) -> dict[str, Any]:
