@@ -46,10 +46,8 @@ def timed_tidegate_run(project: Path, partitions: str) -> tuple[float, int]:
             partitions,
             "--project",
             str(project),
-            "--json",
         ],
-        stdout=subprocess.PIPE,
-        text=True,
+        stdout=subprocess.DEVNULL,
     )
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - began

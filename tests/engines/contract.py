@@ -1,0 +1,513 @@
+"""The Engine conformance suite (src/tidegate/engines/base.py). Every engine subclasses it.
+
+A subclass provides one fixture, `engine`: an open engine on an empty warehouse, closed after the
+test. Everything here goes through the seam itself: tables are made with stage + publish, and
+read back by staging a copy and taking its checksum, so the suite runs unchanged on any engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from tidegate.domain.checksum import Checksum
+from tidegate.domain.errors import EngineError, TidegateError
+from tidegate.domain.model import CheckSpec, Column, Severity
+from tidegate.domain.partitions import Grain, PartitionKey, parse_partition
+from tidegate.engines.base import CommitMarker, Engine, Target, bound_values
+from tidegate.sql.model_sql import parse_type
+
+TEXT = parse_type("VARCHAR")
+EVENT_COLUMNS = (
+    Column("id", "BIGINT", False),
+    Column("ts", "TIMESTAMP", False),
+    Column("kind", TEXT, True),
+    Column("amount", "DECIMAL(18, 2)", True),
+)
+Row = tuple[Any, ...]
+
+DAY1 = parse_partition("2025-01-01", Grain.DAY)
+DAY2 = parse_partition("2025-01-02", Grain.DAY)
+DAY1_ROWS: list[Row] = [
+    (1, "2025-01-01 00:00:00", "a", "1.50"),
+    (2, "2025-01-01 12:30:00", "b", "2.25"),
+    (3, "2025-01-01 23:59:59", None, None),
+]
+DAY2_ROWS: list[Row] = [
+    (4, "2025-01-02 00:00:00", "a", "10.00"),
+    (5, "2025-01-02 08:00:00", "c", "-3.10"),
+]
+
+
+def literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (int, Decimal)):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def select_rows(rows: Sequence[Row], columns: Sequence[Column] = EVENT_COLUMNS) -> str:
+    """A SELECT of typed literal rows (portable SQL: VALUES with a column alias list)."""
+    names = [c.name for c in columns]
+    typed = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in columns)
+    body = rows or [tuple(None for _ in columns)]
+    values = ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in body)
+    where = "" if rows else " WHERE 1 = 0"
+    return f"SELECT {typed} FROM (VALUES {values}) AS t({', '.join(names)}){where}"
+
+
+def marker_for(
+    attempt_id: str, partition: PartitionKey, model: str = "events", checksum: str = "0:0"
+) -> CommitMarker:
+    return CommitMarker(
+        attempt_id=attempt_id,
+        model=model,
+        grain=partition.grain.value,
+        partition_start=partition.start,
+        partition_end=partition.end,
+        run_id="run-20250101T000000000000Z-abcdef",
+        version_id="0123456789ab",
+        checksum=checksum,
+        published_at="2025-01-02T00:00:00.000000+00:00",
+    )
+
+
+class EngineContract:
+    """Conformance tests of the Engine seam. Not collected itself: subclass it in test_*.py."""
+
+    @pytest.fixture
+    def engine(self) -> Iterator[Engine]:
+        raise NotImplementedError("an engine suite provides `engine`: open, on an empty warehouse")
+
+    @pytest.fixture
+    def ready(self, engine: Engine) -> Engine:
+        engine.prepare()
+        return engine
+
+    # helpers, all through the seam ----------------------------------------------------------
+
+    _counter = 0
+
+    def fresh(self, prefix: str = "s") -> str:
+        EngineContract._counter += 1
+        return f"{prefix}_{EngineContract._counter}"
+
+    def publish_rows(
+        self,
+        engine: Engine,
+        rows: Sequence[Row],
+        partition: PartitionKey = DAY1,
+        attempt_id: str | None = None,
+        table: str = "events",
+        columns: Sequence[Column] = EVENT_COLUMNS,
+        partition_column: str = "ts",
+        key: str | None = None,
+    ) -> CommitMarker:
+        staging = self.fresh("pub")
+        engine.stage(staging, select_rows(rows, columns), {})
+        marker = marker_for(attempt_id or self.fresh("att"), partition, model=table)
+        engine.publish(
+            Target(table, tuple(columns), partition_column, keyed=key is not None),
+            staging,
+            bound_values(partition, key),
+            marker,
+        )
+        return marker
+
+    def content(self, engine: Engine, query: str, columns: Sequence[str]) -> Checksum:
+        """Checksum of what `query` returns, read back through a staging copy."""
+        probe = self.fresh("probe")
+        engine.stage(probe, query, {})
+        try:
+            return engine.checksum(probe, columns)
+        finally:
+            engine.drop_staging(probe)
+
+    def table_content(self, engine: Engine, table: str = "events") -> Checksum:
+        names = [c.name for c in EVENT_COLUMNS]
+        return self.content(engine, f'SELECT * FROM "{table}"', names)
+
+    def rows_content(self, engine: Engine, rows: Sequence[Row]) -> Checksum:
+        return self.content(engine, select_rows(rows), [c.name for c in EVENT_COLUMNS])
+
+    def measure(self, engine: Engine, staging: str, kind: str, **params: Any) -> int:
+        return engine.measure(CheckSpec(kind, kind, Severity.BLOCKING, params), staging, {})
+
+    # prepare, version, capabilities ------------------------------------------------------------
+
+    def test_describes_itself(self, engine: Engine) -> None:
+        assert isinstance(engine.name, str) and engine.name
+        assert isinstance(engine.version(), str) and engine.version()
+        assert isinstance(engine.capabilities.transactional_publish, bool)
+        assert isinstance(engine.capabilities.single_writer_process, bool)
+
+    def test_prepare_is_idempotent(self, engine: Engine) -> None:
+        engine.prepare()
+        engine.prepare()
+        assert engine.staging_tables() == []
+        assert engine.markers(["att-1"]) == {}
+        marker = self.publish_rows(engine, DAY1_ROWS)
+        engine.prepare()
+        assert engine.markers([marker.attempt_id]) == {marker.attempt_id: marker}
+        assert self.table_content(engine) == self.rows_content(engine, DAY1_ROWS)
+
+    def test_a_missing_table_has_no_columns(self, ready: Engine) -> None:
+        assert ready.table_columns("no_such_table") is None
+
+    # stage -------------------------------------------------------------------------------------
+
+    def test_stage_and_staging_columns(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage(
+            staging,
+            "SELECT CAST(1 AS BIGINT) AS id, CAST(2.5 AS DECIMAL(18, 2)) AS amount, "
+            "CAST(NULL AS VARCHAR) AS note, CAST('2025-01-01' AS DATE) AS d, "
+            "CAST(0.5 AS DOUBLE) AS ratio "
+            "UNION ALL SELECT 2, 3.75, 'x', CAST('2025-01-02' AS DATE), 1.5",
+            {},
+        )
+        assert ready.staging_tables() == [staging]
+        assert ready.staging_columns(staging) == [
+            Column("id", "BIGINT", False),
+            Column("amount", "DECIMAL(18, 2)", False),
+            Column("note", TEXT, True),
+            Column("d", "DATE", False),
+            Column("ratio", "DOUBLE", False),
+        ]
+        assert self.measure(ready, staging, "row_count") == 2
+
+    def test_staging_columns_of_an_empty_table(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage(staging, select_rows([]), {})
+        assert [(c.name, c.type) for c in ready.staging_columns(staging)] == [
+            (c.name, c.type) for c in EVENT_COLUMNS
+        ]
+        assert self.measure(ready, staging, "row_count") == 0
+
+    def test_an_untyped_null_column_is_an_engine_matter(self, ready: Engine) -> None:
+        """A column that is only a bare NULL: reported, or an EngineError; never a crash."""
+        staging = self.fresh()
+        ready.stage(staging, "SELECT CAST(1 AS BIGINT) AS id, NULL AS note", {})
+        try:
+            columns = ready.staging_columns(staging)
+        except TidegateError:
+            return
+        assert [c.name for c in columns] == ["id", "note"]
+        assert columns[1].nullable
+
+    def test_stage_binds_the_partition_bounds(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, DAY2_ROWS, DAY2)
+        staging = self.fresh()
+        ready.stage(
+            staging,
+            'SELECT * FROM "events" WHERE ts >= $start AND ts < $end',
+            bound_values(DAY2),
+        )
+        assert self.measure(ready, staging, "row_count") == len(DAY2_ROWS)
+        names = [c.name for c in EVENT_COLUMNS]
+        assert ready.checksum(staging, names) == self.rows_content(ready, DAY2_ROWS)
+
+    def test_stage_binds_a_key(self, ready: Engine) -> None:
+        staging = self.fresh()
+        hostile = "x'); DROP TABLE events; --"
+        self.publish_rows(ready, DAY1_ROWS)
+        ready.stage(staging, "SELECT CAST($key AS VARCHAR) AS region", {"key": hostile})
+        assert self.measure(ready, staging, "accepted_values", column="region", values=[hostile]) == 0
+        assert self.measure(ready, staging, "row_count") == 1
+        assert self.table_content(ready) == self.rows_content(ready, DAY1_ROWS)
+
+    def test_a_failed_stage_leaves_no_staging_table(self, ready: Engine) -> None:
+        with pytest.raises(EngineError):
+            ready.stage(self.fresh(), "SELECT * FROM no_such_table", {})
+        with pytest.raises(EngineError):
+            ready.stage(self.fresh(), "SELECT CAST('abc' AS BIGINT) AS n", {})
+        assert ready.staging_tables() == []
+
+    # measure -----------------------------------------------------------------------------------
+
+    MEASURED_ROWS = (
+        # id, ts, status, region, a, b
+        (1, "2025-01-01 00:00:00", "ok", "eu", 1, 2),
+        (1, "2025-01-01 01:00:00", "ok", "eu", 3, 3),
+        (2, "2025-01-01 23:59:59", "late", "eu", 5, 4),
+        (3, "2025-01-02 00:00:00", None, "us", None, 1),
+        (None, "2024-12-31 23:59:59", "bogus", None, 1, 1),
+        (None, None, "ok", "eu", 0, 0),
+        (4, "2025-01-01 10:00:00", "late", "eu", 2, 9),
+        (4, "2025-01-01 11:00:00", "late", "eu", 2, 9),
+    )
+    MEASURED_COLUMNS = (
+        Column("id", "BIGINT"),
+        Column("ts", "TIMESTAMP"),
+        Column("status", TEXT),
+        Column("region", TEXT),
+        Column("a", "BIGINT"),
+        Column("b", "BIGINT"),
+    )
+
+    @pytest.mark.parametrize(
+        ("kind", "params", "bounds", "expected"),
+        [
+            ("row_count", {}, {}, 8),
+            ("not_null", {"columns": ["status"]}, {}, 1),
+            ("not_null", {"columns": ["id", "status"]}, {}, 3),
+            # keys repeated: id 1 and id 4; NULL ids are not keys
+            ("unique", {"columns": ["id"]}, {}, 2),
+            ("unique", {"columns": ["id", "status"]}, {}, 2),
+            ("unique", {"columns": ["ts"]}, {}, 0),
+            # NULL is not judged by accepted_values (not_null is for that)
+            ("accepted_values", {"column": "status", "values": ["ok", "late"]}, {}, 1),
+            ("accepted_values", {"column": "status", "values": ["ok"]}, {}, 4),
+            ("accepted_values", {"column": "id", "values": [1, 2, 3, 4]}, {}, 0),
+            # a NULL outcome counts as a violation
+            ("expression", {"expression": "a <= b"}, {}, 2),
+            ("expression", {"expression": "a IS NOT NULL OR b = 1"}, {}, 0),
+            # outside [start, end) or NULL
+            ("partition_bounds", {"column": "ts", "keyed": False}, "DAY1", 3),
+            ("partition_bounds", {"column": "region", "keyed": True}, {"key": "eu"}, 2),
+            ("partition_bounds", {"column": "region", "keyed": True}, {"key": "us"}, 7),
+        ],
+    )
+    def test_measure(
+        self,
+        ready: Engine,
+        kind: str,
+        params: dict[str, Any],
+        bounds: Mapping[str, Any] | str,
+        expected: int,
+    ) -> None:
+        staging = self.fresh()
+        ready.stage(staging, select_rows(self.MEASURED_ROWS, self.MEASURED_COLUMNS), {})
+        bound = bound_values(DAY1) if bounds == "DAY1" else bounds
+        assert isinstance(bound, Mapping)
+        check = CheckSpec(f"{kind}_check", kind, Severity.BLOCKING, params)
+        assert ready.measure(check, staging, bound) == expected
+
+    def test_measure_of_a_broken_expression_is_an_engine_error(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage(staging, select_rows(DAY1_ROWS), {})
+        with pytest.raises(EngineError):
+            self.measure(ready, staging, "expression", expression="no_such_column > 0")
+
+    # checksum ----------------------------------------------------------------------------------
+
+    def staged_checksum(self, engine: Engine, rows: Sequence[Row], order: str = "") -> Checksum:
+        staging = self.fresh()
+        engine.stage(staging, f"SELECT * FROM ({select_rows(rows)}) AS r {order}", {})
+        return engine.checksum(staging, [c.name for c in EVENT_COLUMNS])
+
+    def test_checksum_ignores_row_order(self, ready: Engine) -> None:
+        rows = [*DAY1_ROWS, *DAY2_ROWS]
+        forward = self.staged_checksum(ready, rows, "ORDER BY id")
+        backward = self.staged_checksum(ready, list(reversed(rows)), "ORDER BY id DESC")
+        shuffled = self.staged_checksum(ready, [rows[i] for i in (3, 0, 4, 2, 1)])
+        assert forward == backward == shuffled
+        assert forward.rows == len(rows)
+
+    def test_checksum_is_equal_for_equal_content(self, ready: Engine) -> None:
+        assert self.staged_checksum(ready, DAY1_ROWS) == self.staged_checksum(ready, DAY1_ROWS)
+        assert self.staged_checksum(ready, []) == Checksum(0, 0)
+
+    def test_checksum_sees_any_changed_value(self, ready: Engine) -> None:
+        base = self.staged_checksum(ready, DAY1_ROWS)
+        variants = [
+            [(1, "2025-01-01 00:00:00", "a", "1.51"), *DAY1_ROWS[1:]],
+            [(1, "2025-01-01 00:00:01", "a", "1.50"), *DAY1_ROWS[1:]],
+            [(1, "2025-01-01 00:00:00", "A", "1.50"), *DAY1_ROWS[1:]],
+            [(1, "2025-01-01 00:00:00", "", "1.50"), *DAY1_ROWS[1:]],
+            [(1, "2025-01-01 00:00:00", None, "1.50"), *DAY1_ROWS[1:]],
+            DAY1_ROWS[:2],
+        ]
+        found = {self.staged_checksum(ready, rows) for rows in variants}
+        assert base not in found
+        assert len(found) == len(variants)
+
+    def test_checksum_sees_duplicated_rows(self, ready: Engine) -> None:
+        r1, r2, r3 = DAY1_ROWS
+        t1 = self.staged_checksum(ready, [r1])
+        t2 = self.staged_checksum(ready, [r1, r2, r2])
+        t3 = self.staged_checksum(ready, [r1, r3, r3])
+        # an XOR of row hashes gives T1 == T2 == T3: the duplicated pairs cancel
+        assert t1 != t2
+        assert t2.rows == t3.rows == 3
+        assert t2 != t3
+        assert self.staged_checksum(ready, [r1, r2]) != t2
+
+    def test_checksum_covers_only_the_named_columns(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage(staging, select_rows(DAY1_ROWS), {})
+        other = self.fresh()
+        changed = [(i, ts, kind, "99.99") for i, ts, kind, _ in DAY1_ROWS]
+        ready.stage(other, select_rows(changed), {})
+        assert ready.checksum(staging, ["id", "ts", "kind"]) == ready.checksum(
+            other, ["id", "ts", "kind"]
+        )
+        assert ready.checksum(staging, ["id", "amount"]) != ready.checksum(other, ["id", "amount"])
+
+    # publish -----------------------------------------------------------------------------------
+
+    def test_publish_creates_the_table_writes_a_marker_and_drops_staging(
+        self, ready: Engine
+    ) -> None:
+        marker = self.publish_rows(ready, DAY1_ROWS, DAY1, attempt_id="att-first")
+        assert ready.table_columns("events") == list(EVENT_COLUMNS)
+        assert self.table_content(ready) == self.rows_content(ready, DAY1_ROWS)
+        assert ready.markers(["att-first"]) == {"att-first": marker}
+        assert ready.staging_tables() == []
+
+    def test_publish_replaces_only_its_partition(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, DAY2_ROWS, DAY2)
+        assert self.table_content(ready) == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
+        replacement = [(9, "2025-01-01 06:00:00", "z", "0.01")]
+        self.publish_rows(ready, replacement, DAY1)
+        assert self.table_content(ready) == self.rows_content(ready, [*replacement, *DAY2_ROWS])
+        # publishing the same rows again is idempotent
+        self.publish_rows(ready, replacement, DAY1)
+        assert self.table_content(ready) == self.rows_content(ready, [*replacement, *DAY2_ROWS])
+        # an empty partition is a valid publish: it removes the partition's rows
+        self.publish_rows(ready, [], DAY2)
+        assert self.table_content(ready) == self.rows_content(ready, replacement)
+
+    def test_publish_replaces_only_its_key(self, ready: Engine) -> None:
+        columns = (Column("region", TEXT, False), Column("n", "BIGINT", False))
+        eu = PartitionKey(Grain.KEY, 0, 1)
+        us = PartitionKey(Grain.KEY, 1, 2)
+        hostile = PartitionKey(Grain.KEY, 2, 3)
+        evil = "x'); DROP TABLE regions; --"
+
+        def publish(rows: list[Row], key: PartitionKey, label: str) -> None:
+            self.publish_rows(ready, rows, key, None, "regions", columns, "region", label)
+
+        publish([("eu", 1), ("eu", 2)], eu, "eu")
+        publish([("us", 3)], us, "us")
+        publish([(evil, 4)], hostile, evil)
+        publish([("eu", 5)], eu, "eu")
+        read = self.content(ready, 'SELECT * FROM "regions"', ["region", "n"])
+        expected = self.content(ready, select_rows([("eu", 5), ("us", 3), (evil, 4)], columns), ["region", "n"])
+        assert read == expected
+
+    def test_publish_adds_new_nullable_columns(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        wider = (*EVENT_COLUMNS, Column("note", TEXT, True))
+        self.publish_rows(ready, [(*DAY2_ROWS[0], "new")], DAY2, columns=wider)
+        assert ready.table_columns("events") == list(wider)
+        old_rows = self.content(
+            ready, "SELECT * FROM \"events\" WHERE note IS NULL", [c.name for c in EVENT_COLUMNS]
+        )
+        assert old_rows == self.rows_content(ready, DAY1_ROWS)
+
+    def assert_nothing_changed(self, engine: Engine, before: Checksum, attempt_id: str) -> None:
+        assert self.table_content(engine) == before
+        assert engine.markers([attempt_id]) == {}
+
+    def test_a_publish_whose_marker_fails_changes_nothing(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        before = self.table_content(ready)
+        staging = self.fresh()
+        ready.stage(staging, select_rows([(9, "2025-01-01 06:00:00", "z", "0.01")]), {})
+        broken = marker_for("att-broken", DAY1)
+        broken = CommitMarker(**{**broken.__dict__, "run_id": None})
+        with pytest.raises(EngineError):
+            ready.publish(Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken)
+        self.assert_nothing_changed(ready, before, "att-broken")
+        # the engine is still usable afterwards
+        self.publish_rows(ready, DAY2_ROWS, DAY2)
+        assert self.table_content(ready) == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
+
+    def test_a_publish_with_an_incompatible_type_changes_nothing(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        before = self.table_content(ready)
+        staging = self.fresh()
+        ready.stage(
+            staging,
+            "SELECT 'not a number' AS id, CAST('2025-01-01 01:00:00' AS TIMESTAMP) AS ts, "
+            "'x' AS kind, CAST(1 AS DECIMAL(18, 2)) AS amount",
+            {},
+        )
+        with pytest.raises(EngineError):
+            ready.publish(
+                Target("events", EVENT_COLUMNS, "ts", False),
+                staging,
+                bound_values(DAY1),
+                marker_for("att-bad-type", DAY1),
+            )
+        self.assert_nothing_changed(ready, before, "att-bad-type")
+
+    def test_a_failed_first_publish_creates_no_table(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage(staging, select_rows(DAY1_ROWS), {})
+        broken = CommitMarker(**{**marker_for("att-none", DAY1).__dict__, "checksum": None})
+        with pytest.raises(EngineError):
+            ready.publish(Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken)
+        assert ready.table_columns("events") is None
+        assert ready.markers(["att-none"]) == {}
+
+    # markers -----------------------------------------------------------------------------------
+
+    def test_markers_returns_only_existing_ones(self, ready: Engine) -> None:
+        assert ready.markers([]) == {}
+        wanted = [f"att-{i:05d}" for i in range(1203)]
+        present = {wanted[i] for i in (0, 499, 500, 501, 999, 1000, 1202)}
+        published = {}
+        for attempt_id in sorted(present):
+            published[attempt_id] = self.publish_rows(ready, DAY1_ROWS, DAY1, attempt_id)
+        found = ready.markers(wanted)
+        assert found == published
+        assert ready.markers(["att-unknown", "att-00499"]) == {"att-00499": published["att-00499"]}
+
+    # drop_staging ------------------------------------------------------------------------------
+
+    def test_drop_staging(self, ready: Engine) -> None:
+        first, second, third = self.fresh(), self.fresh(), self.fresh()
+        for name in (first, second, third):
+            ready.stage(name, select_rows(DAY1_ROWS), {})
+        assert ready.staging_tables() == sorted([first, second, third])
+        assert ready.drop_staging(first) == 1
+        assert ready.staging_tables() == sorted([second, third])
+        ready.drop_staging(first)  # idempotent
+        assert ready.drop_staging() == 2
+        assert ready.staging_tables() == []
+        assert ready.drop_staging() == 0
+
+    def test_drop_staging_never_touches_published_tables(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        ready.drop_staging("events")
+        ready.drop_staging()
+        assert self.table_content(ready) == self.rows_content(ready, DAY1_ROWS)
+
+    # source_fingerprint ------------------------------------------------------------------------
+
+    def test_source_fingerprint_follows_only_its_window(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, DAY2_ROWS, DAY2)
+        day1 = ready.source_fingerprint("events", "ts", bound_values(DAY1))
+        day2 = ready.source_fingerprint("events", "ts", bound_values(DAY2))
+        assert day1.rows == len(DAY1_ROWS)
+        assert day2.rows == len(DAY2_ROWS)
+        assert ready.source_fingerprint("events", "ts", bound_values(DAY1)) == day1
+
+        # a row outside the window changes: the window's fingerprint does not
+        self.publish_rows(ready, [(4, "2025-01-02 00:00:00", "a", "10.01"), DAY2_ROWS[1]], DAY2)
+        assert ready.source_fingerprint("events", "ts", bound_values(DAY1)) == day1
+        assert ready.source_fingerprint("events", "ts", bound_values(DAY2)) != day2
+
+        # a row inside the window changes: it does
+        self.publish_rows(ready, [*DAY1_ROWS[:2], (3, "2025-01-01 23:59:59", "c", None)], DAY1)
+        assert ready.source_fingerprint("events", "ts", bound_values(DAY1)) != day1
+
+    def test_source_fingerprint_of_an_empty_window(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        empty = ready.source_fingerprint("events", "ts", bound_values(DAY2))
+        assert empty == Checksum(0, 0)
+
+    # close -------------------------------------------------------------------------------------
+
+    def test_close_is_idempotent(self, engine: Engine) -> None:
+        engine.close()
+        engine.close()

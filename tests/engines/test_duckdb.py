@@ -1,0 +1,205 @@
+"""DuckDB, the embedded default warehouse: the Engine contract plus what only DuckDB has — one
+writing process per file (SPEC §7)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.engines.contract import DAY1_ROWS, EVENT_COLUMNS, EngineContract, select_rows
+from tests.kit import tidegate
+from tidegate.domain.checksum import MODULUS, Checksum
+from tidegate.domain.errors import BusyError
+from tidegate.engines.base import Engine
+from tidegate.engines.duckdb import DuckDBEngine
+from tidegate.sql import statements as sql
+
+HOLDER = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("CREATE TABLE IF NOT EXISTS held (n INTEGER)")
+print("ready", flush=True)
+sys.stdin.read()
+con.close()
+"""
+
+OPENER = """
+import sys, duckdb
+try:
+    duckdb.connect(sys.argv[1]).close()
+except duckdb.IOException:
+    sys.exit(4)
+"""
+
+
+class TestDuckDB(EngineContract):
+    @pytest.fixture
+    def engine(self, tmp_path: Path) -> Iterator[Engine]:
+        opened = DuckDBEngine(tmp_path / "warehouse.duckdb")
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+    def test_name_and_capabilities(self, engine: Engine) -> None:
+        assert engine.name == "duckdb"
+        assert engine.capabilities.transactional_publish
+        assert engine.capabilities.single_writer_process
+        assert engine.version() == duckdb.__version__
+
+
+# --- the checksum, against an XOR of the very same row hashes ------------------------------------
+
+
+def python_row_hash(values: tuple[str | None, ...]) -> int:
+    """The documented row hash: first 16 hex digits of the MD5 of the formatted values."""
+    text = sql.FIELD_SEPARATOR.join(sql.NULL_MARK if v is None else v for v in values)
+    return int(hashlib.md5(text.encode()).hexdigest()[:16], 16)
+
+
+@pytest.fixture
+def duck(tmp_path: Path) -> Iterator[DuckDBEngine]:
+    opened = DuckDBEngine(tmp_path / "warehouse.duckdb")
+    opened.prepare()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def stage_texts(engine: DuckDBEngine, name: str, rows: list[tuple[str, str]]) -> None:
+    values = ", ".join(f"('{a}', '{b}')" for a, b in rows)
+    engine.stage(name, f"SELECT * FROM (VALUES {values}) AS t(a, b)", {})
+
+
+def xor_of_row_hashes(engine: DuckDBEngine, name: str) -> int:
+    hashed = sql.row_hash(["a", "b"]).sql(dialect=sql.DIALECT)
+    staged = sql.table(name, sql.STAGING_SCHEMA).sql(dialect=sql.DIALECT)
+    query = f"SELECT coalesce(bit_xor({hashed}), 0) FROM {staged}"
+    return int(engine._con.execute(query).fetchone()[0])
+
+
+def test_a_duplicated_pair_cancels_in_xor_but_not_in_the_checksum(duck: DuckDBEngine) -> None:
+    r1, r2, r3 = ("1", "a"), ("2", "b"), ("3", "c")
+    stage_texts(duck, "t1", [r1])
+    stage_texts(duck, "t2", [r1, r2, r2])
+    stage_texts(duck, "t3", [r1, r3, r3])
+
+    xors = {name: xor_of_row_hashes(duck, name) for name in ("t1", "t2", "t3")}
+    assert xors["t1"] == xors["t2"] == xors["t3"] == python_row_hash(r1)
+
+    sums = {name: duck.checksum(name, ["a", "b"]) for name in ("t1", "t2", "t3")}
+    assert sums["t1"] != sums["t2"]
+    assert sums["t2"] != sums["t3"]
+    assert sums["t2"].rows == sums["t3"].rows == 3
+
+
+def test_the_checksum_is_the_sum_of_row_hashes_mod_2_64(duck: DuckDBEngine) -> None:
+    rows = [("1", "a"), ("2", "b"), ("2", "b"), ("x\u00e9", "\u2603")]
+    stage_texts(duck, "t", rows)
+    expected = sum(python_row_hash(r) for r in rows) % MODULUS
+    assert duck.checksum("t", ["a", "b"]) == Checksum(len(rows), expected)
+
+
+def test_the_checksum_does_not_overflow(duck: DuckDBEngine) -> None:
+    """Many large 64-bit hashes summed past 2^64 still give a digest below 2^64."""
+    duck.stage("big", "SELECT CAST(i AS VARCHAR) AS a, 'x' AS b FROM range(5000) AS r(i)", {})
+    found = duck.checksum("big", ["a", "b"])
+    expected = sum(python_row_hash((str(i), "x")) for i in range(5000)) % MODULUS
+    assert found == Checksum(5000, expected)
+
+
+def test_published_rows_are_readable_by_another_reader_after_close(tmp_path: Path) -> None:
+    path = tmp_path / "warehouse.duckdb"
+    engine = DuckDBEngine(path)
+    engine.prepare()
+    engine.stage("s", select_rows(DAY1_ROWS), {})
+    assert [c.name for c in engine.staging_columns("s")] == [c.name for c in EVENT_COLUMNS]
+    engine.close()
+    reader = duckdb.connect(str(path), read_only=True)
+    try:
+        staged = reader.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ?",
+            [sql.STAGING_SCHEMA],
+        ).fetchone()
+    finally:
+        reader.close()
+    assert staged == (1,)
+
+
+# --- one writing process per file ------------------------------------------------------------------
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[Path]:
+    """A warehouse file held open for writing by another process."""
+    path = tmp_path / "held.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ready"
+        yield path
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_a_second_writer_is_busy(held: Path) -> None:
+    with pytest.raises(BusyError) as raised:
+        DuckDBEngine(held)
+    assert raised.value.exit_code == 4
+    assert str(held) in str(raised.value)
+    assert "--wait" in str(raised.value)
+
+
+def test_a_waiting_writer_says_so_once_then_gives_up(held: Path) -> None:
+    told: list[str] = []
+    with pytest.raises(BusyError) as raised:
+        DuckDBEngine(held, wait=True, wait_timeout=0.3, on_wait=told.append)
+    assert raised.value.exit_code == 4
+    assert len(told) == 1
+    assert str(held) in told[0]
+
+
+def test_the_engine_holds_the_file_until_closed(tmp_path: Path) -> None:
+    path = tmp_path / "warehouse.duckdb"
+    probe = [sys.executable, "-c", OPENER, str(path)]
+    engine = DuckDBEngine(path)
+    engine.prepare()
+    try:
+        assert subprocess.run(probe, timeout=60).returncode == 4
+    finally:
+        engine.close()
+    assert subprocess.run(probe, timeout=60).returncode == 0
+
+
+# --- a staged column whose type tidegate cannot name ------------------------------------------------
+
+
+def test_a_bare_null_column_fails_the_attempt_in_one_line(project: Path) -> None:
+    (project / "models" / "notes.sql").write_text(
+        '/* tidegate\ngrain = "day"\ntime_column = "d"\nstart = "2025-01-01"\n\n'
+        '[columns]\nd = "DATE NOT NULL"\nnote = "VARCHAR"\n*/\n'
+        "SELECT CAST(order_ts AS DATE) AS d, NULL AS note FROM orders\n"
+        "WHERE order_ts >= $start AND order_ts < $end\n"
+    )
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", "notes", "--project", project).exit_code == 0
+    result = tidegate("run", "notes", "--partition", "2025-01-01", "--project", project)
+    assert result.exit_code == 1, result.stderr
+    assert "internal error" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    shown = tidegate("show", "partition", "notes", "2025-01-01", "--project", project, "--json")
+    assert shown.json()["state"] == "failed"

@@ -1,0 +1,361 @@
+"""Every `--json` document matches the versioned JSON Schema its "schema" field names.
+
+One real project is driven through init, build, deploy, successful, skipped and failing runs,
+status, show and history, plus the demo and an error; every document printed is validated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+import tidegate
+from tests.kit import Result, example_project
+from tests.kit import tidegate as run_cli
+
+SCHEMAS = Path(tidegate.__file__).parent / "schemas"
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+FAILING_CHECK = (
+    '[[checks]]\nname = "never_negative"\ntype = "expression"\nexpression = "order_count < 0"\n'
+)
+
+# label of each command run below -> the schema of the document it prints
+PRODUCED = {
+    "init example": "init",
+    "init empty": "init",
+    "build": "build",
+    "deploy": "deploy",
+    "deploy again": "deploy",
+    "run published": "run-result",
+    "run skipped": "run-result",
+    "build with a failing check": "build",
+    "deploy with a failing check": "deploy",
+    "run failed check": "run-result",
+    "status": "status",
+    "status MODEL": "status",
+    "show partition stale": "partition",
+    "show partition failed": "partition",
+    "show partition skipped": "partition",
+    "show run succeeded": "run",
+    "show run failed": "run",
+    "history": "history",
+    "error": "error",
+    "demo": "demo",
+}
+
+
+def schema_files() -> dict[str, dict[str, Any]]:
+    return {
+        path.name.removesuffix(".v1.json"): json.loads(path.read_text())
+        for path in sorted(SCHEMAS.glob("*.v1.json"))
+    }
+
+
+REGISTRY: Registry = Registry().with_resources(
+    (schema["$id"], Resource.from_contents(schema)) for schema in schema_files().values()
+)
+
+
+def schema_name(document: dict[str, Any]) -> str:
+    value = document["schema"]
+    assert value.startswith("tidegate.") and value.endswith("/v1"), value
+    return str(value.removeprefix("tidegate.").removesuffix("/v1"))
+
+
+def validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(schema_files()[name], registry=REGISTRY)
+
+
+def documents(stdout: str) -> list[dict[str, Any]]:
+    """Every JSON document on stdout, in order (there should be exactly one)."""
+    decoder, found, at = json.JSONDecoder(), [], 0
+    while at < len(stdout):
+        if stdout[at].isspace():
+            at += 1
+            continue
+        document, at = decoder.raw_decode(stdout, at)
+        found.append(document)
+    return found
+
+
+def nested(document: Any) -> Iterator[dict[str, Any]]:
+    """The document and every object inside it that carries a "schema" field."""
+    if isinstance(document, dict):
+        if "schema" in document:
+            yield document
+        for value in document.values():
+            yield from nested(value)
+    elif isinstance(document, list):
+        for value in document:
+            yield from nested(value)
+
+
+def add_failing_check(project: Path) -> None:
+    path = project / "models" / "daily_revenue.sql"
+    header, end, sql = path.read_text().partition("*/\n")
+    path.write_text(header + FAILING_CHECK + end + sql)
+
+
+class Outputs:
+    """What each labelled command printed; a label may be used by several invocations."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, list[Result]] = {}
+
+    def cli(self, label: str, *args: str | Path, code: int = 0) -> list[dict[str, Any]]:
+        result = run_cli(*args, "--json")
+        assert result.exit_code == code, (label, result.stderr)
+        self.results.setdefault(label, []).append(result)
+        return documents(result.stdout)
+
+    def documents(self, label: str) -> list[dict[str, Any]]:
+        return [d for result in self.results[label] for d in documents(result.stdout)]
+
+    def first(self, label: str) -> dict[str, Any]:
+        return documents(self.results[label][0].stdout)[0]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
+    root = tmp_path_factory.mktemp("schemas")
+    out = Outputs()
+    project = root / "orders"
+    p = ("--project", project)
+    out.cli("init example", "init", project, "--example", "orders", "--rows-per-day", "5")
+    out.cli("init empty", "init", root / "empty")
+    out.cli("build", "build", *p)
+    for model in ("daily_revenue", "monthly_revenue", "revenue_report"):
+        out.cli("deploy", "deploy", model, *p)
+    out.cli("deploy again", "deploy", "daily_revenue", *p)
+    [ok] = out.cli(
+        "run published", "run", "daily_revenue", "--partition", "2025-03-01..2025-03-02", *p
+    )
+    out.cli("run skipped", "run", "monthly_revenue", "--partition", "2025-04", *p, code=1)
+    add_failing_check(project)
+    out.cli("build with a failing check", "build", *p)
+    out.cli("deploy with a failing check", "deploy", "daily_revenue", *p)
+    failed = out.cli(
+        "run failed check", "run", "daily_revenue", "--partition", "2025-03-03", *p, code=1
+    )
+    out.cli("status", "status", *p)
+    out.cli("status MODEL", "status", "daily_revenue", *p)
+    out.cli("show partition stale", "show", "partition", "daily_revenue", "2025-03-01", *p)
+    out.cli("show partition failed", "show", "partition", "daily_revenue", "2025-03-03", *p)
+    out.cli("show partition skipped", "show", "partition", "monthly_revenue", "2025-04", *p)
+    out.cli("show run succeeded", "show", "run", ok["run_id"], *p)
+    out.cli("show run failed", "show", "run", failed[0]["run_id"], *p)
+    out.cli("history", "history", "daily_revenue", *p)
+    out.cli("error", "status", "no_such_model", *p, code=2)
+    out.cli("demo", "demo", "--rows-per-day", "5")
+    return out
+
+
+def test_every_command_was_run(outputs: Outputs) -> None:
+    assert list(outputs.results) == list(PRODUCED)
+
+
+@pytest.mark.parametrize("name", sorted(schema_files()))
+def test_schema_file_is_a_valid_strict_draft_2020_12_schema(name: str) -> None:
+    schema = schema_files()[name]
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == DRAFT
+    assert schema["$id"] == f"urn:tidegate:schema:{name}:v1"
+    assert schema["properties"]["schema"] == {"const": f"tidegate.{name}/v1"}
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == set(schema["properties"])
+
+
+@pytest.mark.parametrize("label", list(PRODUCED))
+def test_output_matches_its_schema(outputs: Outputs, label: str) -> None:
+    printed = [documents(result.stdout) for result in outputs.results[label]]
+    assert printed and all(found and schema_name(found[0]) == PRODUCED[label] for found in printed)
+    for document in outputs.documents(label):
+        for inner in nested(document):
+            errors = list(validator(schema_name(inner)).iter_errors(inner))
+            assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outputs) -> None:
+    produced = {
+        schema_name(inner)
+        for label in outputs.results
+        for document in outputs.documents(label)
+        for inner in nested(document)
+    }
+    files = set(schema_files())
+    assert produced - files == set(), "documents whose schema has no file"
+    assert files - produced == set(), "schema files no test exercises"
+    assert files == {
+        "status",
+        "partition",
+        "run",
+        "run-result",
+        "build",
+        "deploy",
+        "history",
+        "init",
+        "demo",
+        "error",
+    }
+
+
+def test_the_outputs_cover_the_states_the_schemas_enumerate(outputs: Outputs) -> None:
+    """Otherwise a schema's enum could be wrong and no document would notice."""
+
+    doc = outputs.first
+    attempt_states = {
+        p["state"]
+        for label in ("run published", "run skipped", "run failed check")
+        for p in doc(label)["partitions"]
+    }
+    assert attempt_states == {"published", "skipped", "failed"}
+    assert doc("run published")["status"] == "succeeded"
+    assert doc("run failed check")["status"] == "failed"
+    assert doc("show partition stale")["state"] == "stale"
+    assert doc("show partition failed")["state"] == "failed"
+    assert doc("show partition skipped")["state"] == "skipped"
+    segments = {s["state"] for s in doc("status MODEL")["models"][0]["ranges"]}
+    assert segments == {"stale", "failed"}
+    changes = {m["change"] for m in doc("build with a failing check")["models"]}
+    assert changes == {"modified"}
+    failed_checks = [
+        c for c in doc("show partition failed")["last_attempt"]["checks"] if not c["passed"]
+    ]
+    assert [c["name"] for c in failed_checks] == ["never_negative"]
+    assert doc("init empty")["example"] is None and doc("init empty")["orders_rows"] is None
+    assert doc("init example")["orders_rows"] == 365 * 5
+    assert doc("deploy again")["changed"] is False
+    assert [d["model"] for d in outputs.documents("deploy")] == [
+        "daily_revenue",
+        "monthly_revenue",
+        "revenue_report",
+    ]
+    assert doc("error")["exit_code"] == 2
+
+
+def mutated(document: dict[str, Any], path: list[str | int], value: Any) -> dict[str, Any]:
+    copy = json.loads(json.dumps(document))
+    target = copy
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return copy
+
+
+REGRESSIONS = {
+    "status: unknown partition state": (
+        "status MODEL",
+        ["models", 0, "ranges", 0, "state"],
+        "done",
+    ),
+    "status: a count goes missing": ("status", ["models", 0, "partitions", "stale"], KeyError),
+    "status: an unexpected key": ("status", ["models", 0, "colour"], "red"),
+    "partition: git_dirty as text": (
+        "show partition stale",
+        ["published", "version", "git_dirty"],
+        "no",
+    ),
+    "partition: unknown attempt state": (
+        "show partition failed",
+        ["last_attempt", "state"],
+        "exploded",
+    ),
+    "run-result: unknown run status": ("run published", ["status"], "ok"),
+    "run-result: rows as a string": ("run published", ["partitions", 0, "rows"], "2"),
+    "run: attempt without an id": ("show run failed", ["attempts", 0, "attempt_id"], KeyError),
+    "build: unknown change kind": ("build", ["models", 0, "change"], "renamed"),
+    "deploy: seq 0": ("deploy", ["seq"], 0),
+    "history: deploy without gate": ("history", ["events", 1, "detail", "gate"], KeyError),
+    "init: rows without an example": ("init empty", ["orders_rows"], 10),
+    "demo: nested status is checked too": ("demo", ["status", "models", 0, "grain"], "week"),
+    "error: a two-line message": ("error", ["error"], "first\nsecond"),
+    "error: unknown exit code": ("error", ["exit_code"], 7),
+    "wrong schema version": ("deploy", ["schema"], "tidegate.deploy/v2"),
+}
+
+
+@pytest.mark.parametrize("case", list(REGRESSIONS))
+def test_schemas_reject_regressions(outputs: Outputs, case: str) -> None:
+    label, path, value = REGRESSIONS[case]
+    document = outputs.first(label)
+    name = schema_name(document)
+    assert validator(name).is_valid(document)
+    assert not validator(name).is_valid(mutated(document, path, value))
+
+
+def test_json_stdout_is_one_document_even_when_the_run_fails(outputs: Outputs) -> None:
+    """A script reads `--json` with one json.loads; a failed run must not print two documents."""
+    for label in ("run skipped", "run failed check"):
+        [result] = outputs.results[label]
+        document = json.loads(result.stdout)  # raises if stdout holds two documents
+        assert document["schema"] == "tidegate.run-result/v1"
+        assert document["status"] == "failed"
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+
+
+# -- who wrote it: the git commit of every version ----------------------------------------
+
+
+def git(project: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(project.parent),
+    }
+    done = subprocess.run(
+        ["git", "-C", str(project), "-c", "commit.gpgsign=false", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_show_partition_names_the_commit_that_wrote_it(tmp_path: Path) -> None:
+    project = example_project(tmp_path / "proj", deploy=False)
+    git(project, "init", "-q", "-b", "main")
+    git(project, "add", ".")
+    git(project, "commit", "-q", "-m", "orders pipeline")
+    head = git(project, "rev-parse", "HEAD")
+    assert git(project, "status", "--porcelain") == ""  # .gitignore covers the warehouse
+
+    p = ("--project", project)
+    assert run_cli("build", *p).exit_code == 0
+    assert run_cli("deploy", "daily_revenue", *p).exit_code == 0
+    assert run_cli("run", "daily_revenue", "--partition", "2025-02-10", *p).exit_code == 0
+    shown = run_cli("show", "partition", "daily_revenue", "2025-02-10", "--json", *p)
+    assert shown.exit_code == 0, shown.stderr
+    document = shown.json()
+    assert validator("partition").is_valid(document)
+    written_by = document["published"]["version"]
+    assert written_by["git_commit"] == head
+    assert written_by["git_dirty"] is False
+
+    model = project / "models" / "daily_revenue.sql"
+    model.write_text(model.read_text().replace("count(*)", "count(order_id)"))
+    rebuilt = run_cli("build", "--json", *p)
+    assert rebuilt.exit_code == 0, rebuilt.stderr
+    daily = next(m for m in rebuilt.json()["models"] if m["model"] == "daily_revenue")
+    assert daily["created"] is True
+    assert daily["version_id"] != written_by["id"]
+    assert daily["git_commit"] == head
+    assert daily["git_dirty"] is True
+    # the partition still names the clean version that wrote it
+    again = run_cli("show", "partition", "daily_revenue", "2025-02-10", "--json", *p).json()
+    assert again["published"]["version"] == written_by

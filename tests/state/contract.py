@@ -1,0 +1,473 @@
+"""The StateStore conformance suite (src/tidegate/state/base.py). Every store subclasses it.
+
+A subclass provides one fixture, `store`: an open, empty state store, closed after the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.checks import CheckResult
+from tidegate.domain.model import ChangeKind, CheckSpec, Column, ModelSpec, Severity, Version
+from tidegate.domain.partitions import DAY_SECONDS, Grain
+from tidegate.domain.run import Attempt, Input, Run
+from tidegate.state.base import Event, StateStore
+
+T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
+AT = "2025-01-02T00:00:00.000000+00:00"
+LATER = "2025-01-02T01:00:00.000000+00:00"
+
+
+def spec(model: str = "daily_revenue", sql: str = "SELECT 1 AS d") -> ModelSpec:
+    return ModelSpec(
+        name=model,
+        path=f"models/{model}.sql",
+        sql=sql,
+        grain=Grain.DAY,
+        partition_column="d",
+        columns=(Column("d", "DATE", False), Column("n", "BIGINT", True)),
+        start="2025-01-01",
+        unique_key=("d",),
+        schedule="0 2 * * *",
+        checks=(CheckSpec("n_not_null", "not_null", Severity.WARN, {"columns": ["n"]}),),
+        upstream=("orders_clean",),
+        sources=("orders",),
+    )
+
+
+def version(
+    fingerprint: str, seq: int = 1, model: str = "daily_revenue", change: ChangeKind = ChangeKind.NEW
+) -> Version:
+    return Version(
+        version_id=fingerprint[:12],
+        model=model,
+        seq=seq,
+        fingerprint=fingerprint,
+        sql=f"SELECT {seq} AS d",
+        spec=spec(model),
+        upstream_fingerprints={"orders_clean": "e" * 64},
+        git_commit="abc123",
+        git_dirty=True,
+        tool_versions={"tidegate": "0.1.0", "duckdb": "1.2"},
+        created_at=AT,
+        change=change,
+    )
+
+
+V1 = version("a1" + "0" * 62, 1)
+V2 = version("b2" + "0" * 62, 2, change=ChangeKind.MODIFIED)
+
+
+def run(run_id: str, status: RunStatus = RunStatus.RUNNING, models: tuple[str, ...] = ()) -> Run:
+    return Run(
+        run_id=run_id,
+        kind="run",
+        models=models or ("daily_revenue",),
+        partitions="2025-01-01..2025-01-03",
+        requester="alice",
+        status=status,
+        started_at=AT,
+        params={"batch_size": 2, "stale_only": False},
+        pid=4242,
+    )
+
+
+RUN_A = "run-20250102T000000000000Z-aaaaaa"
+RUN_B = "run-20250103T000000000000Z-bbbbbb"
+
+
+def attempt(
+    attempt_id: str, run_id: str = RUN_A, day: int = 0, version_id: str = V1.version_id
+) -> Attempt:
+    start = T0 + day * DAY_SECONDS
+    return Attempt(
+        attempt_id=attempt_id,
+        run_id=run_id,
+        model="daily_revenue",
+        grain="day",
+        partition_start=start,
+        partition_end=start + DAY_SECONDS,
+        version_id=version_id,
+        state=AttemptState.PENDING,
+        started_at=AT,
+    )
+
+
+def deploy_event(version_id: str, at: str = AT) -> Event:
+    return Event(
+        kind="deploy",
+        actor="alice",
+        at=at,
+        model="daily_revenue",
+        version_id=version_id,
+        reason="release",
+        detail={"forced": False},
+    )
+
+
+class StateStoreContract:
+    """Conformance tests of the StateStore seam. Not collected itself: subclass it."""
+
+    @pytest.fixture
+    def store(self) -> Iterator[StateStore]:
+        raise NotImplementedError("a state suite provides `store`: open and empty")
+
+    @pytest.fixture
+    def with_versions(self, store: StateStore) -> StateStore:
+        store.save_version(V1)
+        store.save_version(V2)
+        return store
+
+    def publish_through(
+        self, store: StateStore, attempt_id: str, rows: int, checksum: str, at: str = AT
+    ) -> None:
+        for state in (AttemptState.RUNNING, AttemptState.STAGED):
+            store.move_attempt(attempt_id, state, at)
+        store.move_attempt(attempt_id, AttemptState.AUDITED, at, rows=rows, checksum=checksum)
+        store.publish(attempt_id, at)
+
+    # versions ----------------------------------------------------------------------------------
+
+    def test_a_saved_version_reads_back_whole(self, store: StateStore) -> None:
+        assert store.save_version(V1) == V1
+        assert store.get_version(V1.version_id) == V1
+        assert store.find_version("daily_revenue", V1.fingerprint) == V1
+        assert store.versions("daily_revenue") == [V1]
+        assert store.get_version("nope") is None
+        assert store.find_version("daily_revenue", "f" * 64) is None
+        assert store.find_version("other_model", V1.fingerprint) is None
+
+    def test_save_version_is_idempotent_on_model_and_fingerprint(self, store: StateStore) -> None:
+        store.save_version(V1)
+        again = replace(V1, version_id="zzzzzzzzzzzz", seq=7, created_at=LATER)
+        assert store.save_version(again) == V1
+        assert store.versions("daily_revenue") == [V1]
+        assert store.next_seq("daily_revenue") == 2
+
+    def test_the_same_fingerprint_in_another_model_is_another_version(
+        self, store: StateStore
+    ) -> None:
+        store.save_version(V1)
+        other = replace(V1, version_id="c3" + "0" * 10, model="monthly_revenue", spec=spec("monthly_revenue"))
+        assert store.save_version(other) == other
+        assert store.versions("monthly_revenue") == [other]
+
+    def test_versions_are_ordered_and_numbered(self, with_versions: StateStore) -> None:
+        assert [v.seq for v in with_versions.versions("daily_revenue")] == [1, 2]
+        assert with_versions.next_seq("daily_revenue") == 3
+        assert with_versions.next_seq("unknown_model") == 1
+
+    def test_resolve_version(self, with_versions: StateStore) -> None:
+        store = with_versions
+        assert store.resolve_version("daily_revenue", "v1") == V1
+        assert store.resolve_version("daily_revenue", "V2") == V2
+        assert store.resolve_version("daily_revenue", "v3") is None
+        assert store.resolve_version("daily_revenue", V2.version_id) == V2
+        assert store.resolve_version("daily_revenue", "a1") == V1
+        assert store.resolve_version("daily_revenue", "b2000") == V2
+        assert store.resolve_version("daily_revenue", "c") is None
+        assert store.resolve_version("monthly_revenue", "v1") is None
+        assert store.resolve_version("monthly_revenue", "a1") is None
+
+    def test_an_ambiguous_prefix_resolves_to_nothing(self, store: StateStore) -> None:
+        first = version("abc1" + "0" * 60, 1)
+        second = version("abc2" + "0" * 60, 2)
+        store.save_version(first)
+        store.save_version(second)
+        assert store.resolve_version("daily_revenue", "abc") is None
+        assert store.resolve_version("daily_revenue", "abc1") == first
+        assert store.resolve_version("daily_revenue", "abc2") == second
+
+    # deploys and events ------------------------------------------------------------------------
+
+    def test_activate_keeps_the_previous_version(self, with_versions: StateStore) -> None:
+        store = with_versions
+        assert store.model_state("daily_revenue") is None
+        store.activate("daily_revenue", V1.version_id, AT, deploy_event(V1.version_id))
+        first = store.model_state("daily_revenue")
+        assert first is not None
+        assert (first.active_version, first.previous_version, first.paused, first.deployed_at) == (
+            V1.version_id,
+            None,
+            False,
+            AT,
+        )
+        store.activate("daily_revenue", V2.version_id, LATER, deploy_event(V2.version_id, LATER))
+        second = store.model_state("daily_revenue")
+        assert second is not None
+        assert (second.active_version, second.previous_version, second.deployed_at) == (
+            V2.version_id,
+            V1.version_id,
+            LATER,
+        )
+        # activating the active version again does not lose the way back
+        store.activate("daily_revenue", V2.version_id, LATER, deploy_event(V2.version_id, LATER))
+        third = store.model_state("daily_revenue")
+        assert third is not None
+        assert (third.active_version, third.previous_version) == (V2.version_id, V1.version_id)
+        assert [s.model for s in store.model_states()] == ["daily_revenue"]
+
+    def test_events_are_kept_in_order_with_their_details(self, with_versions: StateStore) -> None:
+        store = with_versions
+        build = Event(kind="build", actor="bob", at=AT, model="daily_revenue", version_id=V1.version_id, detail={"seq": 1})
+        store.record_event(build)
+        store.activate("daily_revenue", V1.version_id, AT, deploy_event(V1.version_id))
+        store.record_event(Event(kind="pause", actor="carol", at=LATER, model="daily_revenue", reason="incident"))
+        store.record_event(Event(kind="build", actor="bob", at=AT, model="monthly_revenue"))
+        events = store.events("daily_revenue")
+        assert [e.kind for e in events] == ["build", "deploy", "pause"]
+        assert events[0] == build
+        assert events[1] == deploy_event(V1.version_id)
+        assert events[2].detail == {}
+        assert events[2].reason == "incident"
+        assert [e.kind for e in store.events("monthly_revenue")] == ["build"]
+        assert store.events("nobody") == []
+
+    # runs --------------------------------------------------------------------------------------
+
+    def test_runs_are_created_finished_and_found(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_run(run(RUN_B))
+        assert store.get_run(RUN_A) == run(RUN_A)
+        assert [r.run_id for r in store.live_runs()] == [RUN_A, RUN_B]
+        store.finish_run(RUN_A, RunStatus.FAILED, "1 of 3 partition(s) not published", LATER)
+        finished = store.get_run(RUN_A)
+        assert finished is not None
+        assert (finished.status, finished.reason, finished.ended_at) == (
+            RunStatus.FAILED,
+            "1 of 3 partition(s) not published",
+            LATER,
+        )
+        assert finished.params == {"batch_size": 2, "stale_only": False}
+        assert [r.run_id for r in store.live_runs()] == [RUN_B]
+        store.finish_run(RUN_B, RunStatus.SUCCEEDED, None, LATER)
+        assert store.live_runs() == []
+        assert store.get_run("run-missing") is None
+
+    def test_last_run_is_the_newest_that_made_an_attempt(self, with_versions: StateStore) -> None:
+        store = with_versions
+        assert store.last_run("daily_revenue") is None
+        store.create_run(run(RUN_A))
+        store.create_run(run(RUN_B))
+        assert store.last_run("daily_revenue") is None  # no attempt yet
+        store.create_attempt(attempt("att-1", RUN_A))
+        last = store.last_run("daily_revenue")
+        assert last is not None and last.run_id == RUN_A
+        store.create_attempt(attempt("att-2", RUN_B, day=1))
+        last = store.last_run("daily_revenue")
+        assert last is not None and last.run_id == RUN_B
+        assert store.last_run("monthly_revenue") is None
+
+    # attempts and the partitions read model ----------------------------------------------------
+
+    def test_an_attempt_moves_and_publishes(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))
+        pending = store.partition("daily_revenue", T0)
+        assert pending is not None
+        assert (pending.last_attempt_id, pending.last_state) == ("att-1", AttemptState.PENDING)
+        assert (pending.version_id, pending.attempt_id, pending.published_at) == (None, None, None)
+        assert [a.attempt_id for a in store.live_attempts()] == ["att-1"]
+
+        store.move_attempt("att-1", AttemptState.RUNNING, AT)
+        store.move_attempt("att-1", AttemptState.STAGED, AT)
+        store.move_attempt("att-1", AttemptState.AUDITED, AT, rows=4, checksum="4:00000000000000ff")
+        audited = store.get_attempt("att-1")
+        assert audited is not None
+        assert (audited.state, audited.rows, audited.checksum, audited.ended_at) == (
+            AttemptState.AUDITED,
+            4,
+            "4:00000000000000ff",
+            None,
+        )
+        assert store.partition("daily_revenue", T0).last_state is AttemptState.AUDITED  # type: ignore[union-attr]
+
+        store.publish("att-1", LATER)
+        published = store.get_attempt("att-1")
+        assert published is not None
+        assert (published.state, published.ended_at) == (AttemptState.PUBLISHED, LATER)
+        part = store.partition("daily_revenue", T0)
+        assert part is not None
+        assert (
+            part.version_id,
+            part.run_id,
+            part.attempt_id,
+            part.rows,
+            part.checksum,
+            part.published_at,
+            part.last_state,
+            part.partition_end,
+            part.grain,
+        ) == (
+            V1.version_id,
+            RUN_A,
+            "att-1",
+            4,
+            "4:00000000000000ff",
+            LATER,
+            AttemptState.PUBLISHED,
+            T0 + DAY_SECONDS,
+            "day",
+        )
+        assert store.live_attempts() == []
+        assert [a.attempt_id for a in store.attempts_of_run(RUN_A)] == ["att-1"]
+
+    def test_a_later_failed_attempt_keeps_what_was_published(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))
+        self.publish_through(store, "att-1", 4, "4:00000000000000ff")
+
+        store.create_run(run(RUN_B))
+        store.create_attempt(attempt("att-2", RUN_B, version_id=V2.version_id))
+        running = store.partition("daily_revenue", T0)
+        assert running is not None
+        assert (running.last_attempt_id, running.last_state) == ("att-2", AttemptState.PENDING)
+        assert (running.attempt_id, running.version_id) == ("att-1", V1.version_id)
+
+        store.move_attempt("att-2", AttemptState.RUNNING, LATER)
+        store.move_attempt("att-2", AttemptState.FAILED, LATER, error="check unique failed: 2 key(s) repeated")
+        failed = store.partition("daily_revenue", T0)
+        assert failed is not None
+        assert (failed.last_attempt_id, failed.last_state, failed.last_error) == (
+            "att-2",
+            AttemptState.FAILED,
+            "check unique failed: 2 key(s) repeated",
+        )
+        assert (failed.version_id, failed.run_id, failed.attempt_id, failed.rows, failed.checksum) == (
+            V1.version_id,
+            RUN_A,
+            "att-1",
+            4,
+            "4:00000000000000ff",
+        )
+        gone = store.get_attempt("att-2")
+        assert gone is not None
+        assert (gone.state, gone.error, gone.ended_at) == (
+            AttemptState.FAILED,
+            "check unique failed: 2 key(s) repeated",
+            LATER,
+        )
+
+        # a third attempt starts clean: the old error is not carried over
+        store.create_attempt(attempt("att-3", RUN_B, version_id=V2.version_id))
+        fresh = store.partition("daily_revenue", T0)
+        assert fresh is not None
+        assert (fresh.last_state, fresh.last_error) == (AttemptState.PENDING, None)
+
+    def test_a_late_publish_of_an_older_attempt_does_not_hide_the_newer_one(
+        self, with_versions: StateStore
+    ) -> None:
+        """Reconciliation publishes an old attempt from its marker; the newer attempt stays last."""
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))
+        store.create_attempt(attempt("att-2", version_id=V2.version_id))
+        store.publish("att-1", AT)
+        part = store.partition("daily_revenue", T0)
+        assert part is not None
+        assert (part.attempt_id, part.last_attempt_id, part.last_state) == (
+            "att-1",
+            "att-2",
+            AttemptState.PENDING,
+        )
+
+    def test_live_attempts_are_the_unfinished_ones(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        for day, state in enumerate(
+            [AttemptState.RUNNING, AttemptState.STAGED, AttemptState.AUDITED, AttemptState.FAILED]
+        ):
+            store.create_attempt(attempt(f"att-{day}", day=day))
+            store.move_attempt(f"att-{day}", state, AT)
+        store.create_attempt(attempt("att-9", day=9))  # pending
+        store.create_attempt(attempt("att-8", day=8))
+        store.move_attempt("att-8", AttemptState.SKIPPED, AT, error="upstream not ready")
+        store.create_attempt(attempt("att-7", day=7))
+        self.publish_through(store, "att-7", 1, "1:0000000000000001")
+        live = store.live_attempts()
+        assert [a.attempt_id for a in live] == ["att-0", "att-1", "att-2", "att-9"]
+        assert [a.state for a in live] == [
+            AttemptState.RUNNING,
+            AttemptState.STAGED,
+            AttemptState.AUDITED,
+            AttemptState.PENDING,
+        ]
+
+    def test_partition_counts(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        # days 0-2 published by v1, days 3-4 by v2, day 5 failed never published,
+        # day 6 running, day 1 republish by v2 failed afterwards (still published by v1)
+        for day in range(3):
+            store.create_attempt(attempt(f"a1-{day}", day=day))
+            self.publish_through(store, f"a1-{day}", 1, "1:0000000000000001")
+        for day in (3, 4):
+            store.create_attempt(attempt(f"a2-{day}", day=day, version_id=V2.version_id))
+            self.publish_through(store, f"a2-{day}", 1, "1:0000000000000001")
+        store.create_attempt(attempt("f-5", day=5, version_id=V2.version_id))
+        store.move_attempt("f-5", AttemptState.FAILED, AT, error="boom")
+        store.create_attempt(attempt("r-6", day=6, version_id=V2.version_id))
+        store.move_attempt("r-6", AttemptState.RUNNING, AT)
+        store.create_attempt(attempt("f-1", day=1, version_id=V2.version_id))
+        store.move_attempt("f-1", AttemptState.FAILED, AT, error="boom")
+
+        assert store.partition_counts("daily_revenue", V2.version_id) == {
+            "published": 2,
+            "stale": 3,
+            "failed": 2,
+            "running": 1,
+            "known": 7,
+        }
+        assert store.partition_counts("daily_revenue", V1.version_id) == {
+            "published": 3,
+            "stale": 2,
+            "failed": 2,
+            "running": 1,
+            "known": 7,
+        }
+        assert store.partition_counts("daily_revenue", None)["stale"] == 5
+        assert store.partition_counts("monthly_revenue", V1.version_id) == {
+            "published": 0,
+            "stale": 0,
+            "failed": 0,
+            "running": 0,
+            "known": 0,
+        }
+        window = store.partitions("daily_revenue", T0 + DAY_SECONDS, T0 + 4 * DAY_SECONDS)
+        assert [p.partition_start for p in window] == [T0 + d * DAY_SECONDS for d in (1, 2, 3)]
+
+    # checks and inputs -------------------------------------------------------------------------
+
+    def test_checks_are_recorded_and_read_back_in_order(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))
+        results = [
+            CheckResult("contract", "contract", Severity.BLOCKING, True, "0", "ok"),
+            CheckResult("unique_d", "unique", Severity.BLOCKING, False, "2", "2 key(s) repeated"),
+            CheckResult("n_not_null", "not_null", Severity.WARN, False, "1", "1 row(s) violate it"),
+        ]
+        store.record_checks("att-1", results)
+        assert store.checks("att-1") == results
+        assert store.checks("att-other") == []
+
+    def test_inputs_are_recorded_and_read_back(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))
+        inputs = [
+            Input("orders_clean", "model", T0, T0 + DAY_SECONDS, None, ("att-x", "att-y")),
+            Input("orders", "source", T0, T0 + DAY_SECONDS, "12:00000000000000ab"),
+        ]
+        store.record_inputs("att-1", inputs)
+        assert sorted(store.inputs("att-1"), key=lambda i: i.upstream) == sorted(
+            inputs, key=lambda i: i.upstream
+        )
+        assert store.inputs("att-other") == []
