@@ -37,6 +37,8 @@ class DuckDBEngine:
         self.path = path
         self._con = self._connect(path, wait, wait_timeout, on_wait)
         self._con.execute("SET TimeZone = 'UTC'")
+        # Statements that are the same for every partition of a session, built once.
+        self._source_checksums: dict[tuple[str, str], str] = {}
 
     @staticmethod
     def _connect(
@@ -127,9 +129,12 @@ class DuckDBEngine:
     def source_fingerprint(
         self, table: str, time_column: str, bounds: Mapping[str, Any]
     ) -> Checksum:
-        source = sql.table(table)
-        names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
-        statement = sql.checksum(source, names, sql.partition_predicate(time_column, False))
+        statement = self._source_checksums.get((table, time_column))
+        if statement is None:
+            source = sql.table(table)
+            names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
+            statement = sql.checksum(source, names, sql.partition_predicate(time_column, False))
+            self._source_checksums[(table, time_column)] = statement
         rows, digest = self._run(statement, self._only(bounds, statement)).fetchone()
         return Checksum(int(rows), int(digest))
 

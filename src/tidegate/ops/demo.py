@@ -50,8 +50,7 @@ def demo(
     try:
         initialized = init_op.init(root, "orders", rows_per_day, seed)
         say(
-            f"generated {initialized.orders_rows:,} orders for 2025 "
-            f"into {root / init_op.WAREHOUSE}"
+            f"generated {initialized.orders_rows:,} orders for 2025 into {root / init_op.WAREHOUSE}"
         )
         ctx = context(root)
         try:

@@ -12,7 +12,13 @@ from typing import Any
 from tidegate.domain.errors import UsageError
 from tidegate.domain.ids import looks_like_run_id
 from tidegate.domain.model import ModelSpec, Version
-from tidegate.domain.partitions import Grain, PartitionKey, floor, parse_partition, to_utc
+from tidegate.domain.partitions import (
+    Grain,
+    PartitionKey,
+    PartitionRange,
+    parse_partition,
+    to_utc,
+)
 from tidegate.domain.run import PublishedPartition
 from tidegate.ops.context import Context
 
@@ -71,16 +77,12 @@ def _segments(
                 }
             )
     for segment in segments:
-        first = _label(spec, segment["_start"], segment["_start"] + 1)
-        last_start = _last_start(spec, segment["_start"], segment["_end"])
-        last = _label(spec, last_start, segment["_end"])
-        segment["range"] = first if first == last else f"{first}..{last}"
-        del segment["_start"], segment["_end"]
+        segment["range"] = _range_label(spec, segment.pop("_start"), segment.pop("_end"))
     return segments
 
 
-def _last_start(spec: ModelSpec, start: int, end: int) -> int:
-    return floor(spec.grain, end - 1) if spec.grain is not Grain.KEY else end - 1
+def _range_label(spec: ModelSpec, start: int, end: int) -> str:
+    return PartitionRange(spec.grain, start, end).label(spec.keys)
 
 
 def _partition_state(row: PublishedPartition, active: str | None) -> str:
@@ -182,14 +184,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
 def _input_range(ctx: Context, upstream: str, kind: str, start: int, end: int) -> str:
     if kind == "source":
         return f"{to_utc(start).isoformat()}..{to_utc(end).isoformat()}"
-    spec, _ = _spec(ctx, upstream)
-    return _segments_label(spec, start, end)
-
-
-def _segments_label(spec: ModelSpec, start: int, end: int) -> str:
-    first = _label(spec, start, end)
-    last = _label(spec, _last_start(spec, start, end), end)
-    return first if first == last else f"{first}..{last}"
+    return _range_label(_spec(ctx, upstream)[0], start, end)
 
 
 def _check_doc(check: Any) -> dict[str, Any]:

@@ -6,6 +6,7 @@ driver (`$start`, `$end`, `$key`); declared values (accepted values) become sqlg
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,9 +79,14 @@ def add_column(target: exp.Table, col: Column) -> str:
     return _sql(exp.Alter(this=target, kind="TABLE", actions=[definition]))
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(query_sql: str) -> exp.Expr:
+    # A model's query is the same for every partition: parse it once.
+    return sqlglot.parse_one(query_sql, dialect=DIALECT)
+
+
 def create_table_as(target: exp.Table, query_sql: str) -> str:
-    query = sqlglot.parse_one(query_sql, dialect=DIALECT)
-    return _sql(exp.Create(kind="TABLE", this=target, expression=query))
+    return _sql(exp.Create(kind="TABLE", this=target, expression=_parsed(query_sql).copy()))
 
 
 def drop_table(target: exp.Table) -> str:
