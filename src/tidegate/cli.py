@@ -274,6 +274,7 @@ def history(ctx: Any, as_json: bool, model: str) -> None:
 
 
 def _fail(message: str, code: int, as_json: bool) -> None:
+    message = " ".join(message.splitlines())  # one line, whatever a name in it contains
     if as_json:
         click.echo(json.dumps({"schema": "tidegate.error/v1", "error": message, "exit_code": code}))
     click.echo(f"error: {message}", err=True)

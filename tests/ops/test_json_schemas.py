@@ -36,6 +36,7 @@ PRODUCED = {
     "deploy again": "deploy",
     "run published": "run-result",
     "run skipped": "run-result",
+    "run reading a model": "run-result",
     "build with a failing check": "build",
     "deploy with a failing check": "deploy",
     "run failed check": "run-result",
@@ -44,6 +45,7 @@ PRODUCED = {
     "show partition stale": "partition",
     "show partition failed": "partition",
     "show partition skipped": "partition",
+    "show partition published": "partition",
     "show run succeeded": "run",
     "show run failed": "run",
     "history": "history",
@@ -136,9 +138,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
         out.cli("deploy", "deploy", model, *p)
     out.cli("deploy again", "deploy", "daily_revenue", *p)
     [ok] = out.cli(
-        "run published", "run", "daily_revenue", "--partition", "2025-03-01..2025-03-02", *p
+        "run published", "run", "daily_revenue", "--partition", "2025-02-01..2025-03-02", *p
     )
     out.cli("run skipped", "run", "monthly_revenue", "--partition", "2025-04", *p, code=1)
+    out.cli("run reading a model", "run", "monthly_revenue", "--partition", "2025-02", *p)
     add_failing_check(project)
     out.cli("build with a failing check", "build", *p)
     out.cli("deploy with a failing check", "deploy", "daily_revenue", *p)
@@ -150,6 +153,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("show partition stale", "show", "partition", "daily_revenue", "2025-03-01", *p)
     out.cli("show partition failed", "show", "partition", "daily_revenue", "2025-03-03", *p)
     out.cli("show partition skipped", "show", "partition", "monthly_revenue", "2025-04", *p)
+    out.cli("show partition published", "show", "partition", "monthly_revenue", "2025-02", *p)
     out.cli("show run succeeded", "show", "run", ok["run_id"], *p)
     out.cli("show run failed", "show", "run", failed[0]["run_id"], *p)
     out.cli("history", "history", "daily_revenue", *p)
@@ -222,6 +226,15 @@ def test_the_outputs_cover_the_states_the_schemas_enumerate(outputs: Outputs) ->
     assert doc("show partition stale")["state"] == "stale"
     assert doc("show partition failed")["state"] == "failed"
     assert doc("show partition skipped")["state"] == "skipped"
+    published = doc("show partition published")
+    assert published["state"] == "published"
+    inputs = published["published"]["inputs"]
+    assert [(i["upstream"], i["kind"], i["range"]) for i in inputs] == [
+        ("daily_revenue", "model", "2025-02-01..2025-02-28")
+    ]
+    assert len(inputs[0]["attempts"]) == 28
+    source_inputs = doc("show partition stale")["published"]["inputs"]
+    assert [(i["upstream"], i["kind"]) for i in source_inputs] == [("orders", "source")]
     segments = {s["state"] for s in doc("status MODEL")["models"][0]["ranges"]}
     assert segments == {"stale", "failed"}
     changes = {m["change"] for m in doc("build with a failing check")["models"]}
@@ -343,6 +356,7 @@ def test_show_partition_names_the_commit_that_wrote_it(tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.stderr
     document = shown.json()
     assert validator("partition").is_valid(document)
+    assert document["state"] == "published"
     written_by = document["published"]["version"]
     assert written_by["git_commit"] == head
     assert written_by["git_dirty"] is False

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlglot import exp
+
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.graph import CycleError, topological_order
 from tidegate.domain.ids import looks_like_run_id
@@ -21,6 +23,7 @@ from tidegate.sql.model_sql import (
     parse_query,
     parse_type,
     referenced_tables,
+    table_line,
 )
 
 MODELS_DIR = "models"
@@ -68,7 +71,8 @@ def load_project(root: Path) -> Project:
     except CycleError as error:
         first, second = error.cycle[0], error.cycle[1]
         model_file = model_files[first]
-        raise ConfigError(model_file.path, str(error), _sql_line(model_file, second)) from None
+        line = _table_line(model_file, second, parse_query(model_file.sql))
+        raise ConfigError(model_file.path, str(error), line) from None
     return Project(root, settings, sources, models, tuple(order))
 
 
@@ -124,20 +128,28 @@ def _checks(model: ModelFile, column_names: set[str]) -> tuple[CheckSpec, ...]:
     seen: set[str] = set()
     for index, declared in enumerate(model.header.checks):
         params = declared.model_dump(exclude={"name", "severity", "type"}, exclude_none=True)
-        line = model.header_line("checks")
         named = [*params.get("columns", []), *([params["column"]] if "column" in params else [])]
         for col in named:
             if col not in column_names:
+                key = "column" if col == params.get("column") else "columns"
                 raise ConfigError(
-                    model.path, f"checks[{index}]: column {col!r} is not in columns", line
+                    model.path,
+                    f"checks[{index}]: column {col!r} is not in columns",
+                    model.check_line(index, key),
                 )
         if declared.type == "expression" and not is_valid_predicate(params["expression"]):
             raise ConfigError(
-                model.path, f"checks[{index}]: expression is not a valid SQL predicate", line
+                model.path,
+                f"checks[{index}]: expression is not a valid SQL predicate",
+                model.check_line(index, "expression"),
             )
         name = declared.name or f"{declared.type}_{'_'.join(named) or index}"
         if name in seen:
-            raise ConfigError(model.path, f"checks[{index}]: check name {name!r} repeats", line)
+            raise ConfigError(
+                model.path,
+                f"checks[{index}]: check name {name!r} repeats",
+                model.check_line(index, "name"),
+            )
         seen.add(name)
         checks.append(CheckSpec(name, declared.type, Severity(declared.severity), params))
     return tuple(checks)
@@ -214,9 +226,14 @@ def _reads(
             raise ConfigError(
                 model.path,
                 f"reads unknown table {table!r} (declare it under [sources] or add a model)",
-                _sql_line(model, table),
+                _table_line(model, table, query),
             )
     return reads
+
+
+def _table_line(model: ModelFile, table: str, query: exp.Query) -> int | None:
+    found = table_line(model.sql, query, table)
+    return _sql_line(model, table) if found is None else model.sql_first_line + found - 1
 
 
 def _sql_line(model: ModelFile, word: str) -> int | None:

@@ -87,6 +87,21 @@ class ModelFile(BaseModel):
         found = toml_errors.line_of_key(self.header_text, location)
         return None if found is None else self.header_first_line + found - 1
 
+    def check_line(self, index: int, key: str) -> int | None:
+        """Line of `key` in the `index`-th `[[checks]]` table (or of the table itself)."""
+        lines = self.header_text.splitlines()
+        tables = [n for n, text in enumerate(lines) if re.match(r"^\s*\[\[\s*checks\s*\]\]", text)]
+        if index >= len(tables):
+            return self.header_line("checks")
+        found = tables[index]
+        for n in range(tables[index] + 1, len(lines)):
+            if re.match(r"^\s*\[", lines[n]):
+                break
+            if re.match(rf'^\s*"?{re.escape(key)}"?\s*=', lines[n]):
+                found = n
+                break
+        return self.header_first_line + found
+
 
 def read_model_file(path: str, text: str) -> ModelFile:
     match = HEADER.match(text)
@@ -108,9 +123,9 @@ def read_model_file(path: str, text: str) -> ModelFile:
     except ValidationError as error:
         message, location = toml_errors.describe(error)
         found = toml_errors.line_of_key(body, location)
-        raise ConfigError(
-            path, message, None if found is None else header_first_line + found - 1
-        ) from None
+        # a missing key has no line of its own: point at the header's `/* tidegate` line
+        line = header_first_line - 1 if found is None else header_first_line + found - 1
+        raise ConfigError(path, message, line) from None
     sql_first_line = text[: match.end()].count("\n") + 1
     return ModelFile(
         path=path,

@@ -9,6 +9,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.tokenizer_core import TokenType
 
 DIALECT = "duckdb"
 BOUND_PARAMETERS = frozenset({"start", "end", "key"})
@@ -25,20 +26,59 @@ class SqlProblem(Exception):
 def parse_query(sql: str) -> exp.Query:
     """Parse exactly one SELECT (or set operation); anything that writes is refused."""
     try:
-        statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
+        # the whole text before the error as context: sqlglot's token.line drifts after `$name`
+        parsed = sqlglot.parse(sql, dialect=DIALECT, error_message_context=len(sql))
+        statements = [s for s in parsed if s is not None]
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
         near = f" near {first['highlight']!r}" if first.get("highlight") else ""
         description = str(first.get("description") or error).split("<Token")[0].strip()
-        raise SqlProblem(f"SQL does not parse: {description}{near}", first.get("line")) from None
+        before = first.get("start_context")
+        line = before.count("\n") + 1 if isinstance(before, str) else first.get("line")
+        raise SqlProblem(f"SQL does not parse: {description}{near}", line) from None
     except SqlglotError as error:
         raise SqlProblem(f"SQL does not parse: {str(error).splitlines()[0]}") from None
     if len(statements) != 1:
-        raise SqlProblem(f"a model holds exactly one SELECT, found {len(statements)} statements")
+        raise SqlProblem(
+            f"a model holds exactly one SELECT, found {len(statements)} statements",
+            _statement_line(sql, 1),
+        )
     statement = statements[0]
     if not isinstance(statement, exp.Query):
-        raise SqlProblem("a model is one SELECT statement; this SQL is not a SELECT")
+        raise SqlProblem(
+            "a model is one SELECT statement; this SQL is not a SELECT", _statement_line(sql, 0)
+        )
     return statement
+
+
+def _statement_line(sql: str, index: int) -> int | None:
+    """Line of the first token of the `index`-th statement (0-based), comments skipped."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=DIALECT)
+    except SqlglotError:
+        return None
+    seen, fresh = 0, True
+    for token in tokens:
+        if token.token_type is TokenType.SEMICOLON:
+            fresh = True
+            continue
+        if fresh:
+            if seen == index:
+                # from the offset: sqlglot's token.line drifts after a `$name` parameter
+                return sql[: token.start].count("\n") + 1
+            seen, fresh = seen + 1, False
+    return None
+
+
+def table_line(sql: str, query: exp.Query, name: str) -> int | None:
+    """Line (from the SQL's first line) where the query names table `name`."""
+    for table in query.find_all(exp.Table):
+        db = table.args.get("db")
+        if (f"{db.name}.{table.name}" if db else table.name) == name:
+            start = table.this.meta.get("start") if isinstance(table.this, exp.Expr) else None
+            if start is not None:
+                return sql[: int(start)].count("\n") + 1
+    return None
 
 
 def referenced_tables(query: exp.Query) -> set[str]:
