@@ -217,7 +217,9 @@ class EngineContract:
         hostile = "x'); DROP TABLE events; --"
         self.publish_rows(ready, DAY1_ROWS)
         ready.stage(staging, "SELECT CAST($key AS VARCHAR) AS region", {"key": hostile})
-        assert self.measure(ready, staging, "accepted_values", column="region", values=[hostile]) == 0
+        assert (
+            self.measure(ready, staging, "accepted_values", column="region", values=[hostile]) == 0
+        )
         assert self.measure(ready, staging, "row_count") == 1
         assert self.table_content(ready) == self.rows_content(ready, DAY1_ROWS)
 
@@ -389,7 +391,9 @@ class EngineContract:
         publish([(evil, 4)], hostile, evil)
         publish([("eu", 5)], eu, "eu")
         read = self.content(ready, 'SELECT * FROM "regions"', ["region", "n"])
-        expected = self.content(ready, select_rows([("eu", 5), ("us", 3), (evil, 4)], columns), ["region", "n"])
+        expected = self.content(
+            ready, select_rows([("eu", 5), ("us", 3), (evil, 4)], columns), ["region", "n"]
+        )
         assert read == expected
 
     def test_publish_adds_new_nullable_columns(self, ready: Engine) -> None:
@@ -398,7 +402,7 @@ class EngineContract:
         self.publish_rows(ready, [(*DAY2_ROWS[0], "new")], DAY2, columns=wider)
         assert ready.table_columns("events") == list(wider)
         old_rows = self.content(
-            ready, "SELECT * FROM \"events\" WHERE note IS NULL", [c.name for c in EVENT_COLUMNS]
+            ready, 'SELECT * FROM "events" WHERE note IS NULL', [c.name for c in EVENT_COLUMNS]
         )
         assert old_rows == self.rows_content(ready, DAY1_ROWS)
 
@@ -414,7 +418,9 @@ class EngineContract:
         broken = marker_for("att-broken", DAY1)
         broken = CommitMarker(**{**broken.__dict__, "run_id": None})
         with pytest.raises(EngineError):
-            ready.publish(Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken)
+            ready.publish(
+                Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken
+            )
         self.assert_nothing_changed(ready, before, "att-broken")
         # the engine is still usable afterwards
         self.publish_rows(ready, DAY2_ROWS, DAY2)
@@ -444,7 +450,9 @@ class EngineContract:
         ready.stage(staging, select_rows(DAY1_ROWS), {})
         broken = CommitMarker(**{**marker_for("att-none", DAY1).__dict__, "checksum": None})
         with pytest.raises(EngineError):
-            ready.publish(Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken)
+            ready.publish(
+                Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken
+            )
         assert ready.table_columns("events") is None
         assert ready.markers(["att-none"]) == {}
 

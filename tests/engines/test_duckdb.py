@@ -133,7 +133,7 @@ def test_published_rows_are_readable_by_another_reader_after_close(tmp_path: Pat
     assert staged == (1,)
 
 
-# --- one writing process per file ------------------------------------------------------------------
+# --- one writing process per file ----------------------------------------------------------------
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_the_engine_holds_the_file_until_closed(tmp_path: Path) -> None:
     assert subprocess.run(probe, timeout=60).returncode == 0
 
 
-# --- a staged column whose type tidegate cannot name ------------------------------------------------
+# --- a staged column whose type tidegate cannot name ---------------------------------------------
 
 
 def test_a_bare_null_column_fails_the_attempt_in_one_line(project: Path) -> None:
@@ -203,3 +203,25 @@ def test_a_bare_null_column_fails_the_attempt_in_one_line(project: Path) -> None
     assert len(result.stderr.strip().splitlines()) == 1
     shown = tidegate("show", "partition", "notes", "2025-01-01", "--project", project, "--json")
     assert shown.json()["state"] == "failed"
+
+
+def test_an_engine_error_while_reading_inputs_fails_the_attempt_and_ends_the_run(
+    project: Path,
+) -> None:
+    """The source's time column is missing in the warehouse: the run fails, and the ledger says
+    so — it does not keep showing a run and a partition as running after the process ended."""
+    config = project / "tidegate.toml"
+    config.write_text(
+        config.read_text().replace('time_column = "order_ts"', 'time_column = "created_at"')
+    )
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", "daily_revenue", "--project", project).exit_code == 0
+    result = tidegate("run", "daily_revenue", "--partition", "2025-01-01", "--project", project)
+    assert result.exit_code == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+
+    status = tidegate("status", "daily_revenue", "--project", project, "--json").json()
+    (model,) = status["models"]
+    assert model["last_run"]["status"] == "failed"
+    assert model["partitions"]["running"] == 0
+    assert model["partitions"]["failed"] == 1

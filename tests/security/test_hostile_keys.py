@@ -69,7 +69,9 @@ def test_a_hostile_key_reading_a_source_is_published_as_data(undeployed_project:
 def test_hostile_keys_are_published_and_replaced_as_data(undeployed_project: Path) -> None:
     project = undeployed_project
     (project / "models" / "by_region.sql").write_text(
-        key_model("SELECT CAST($key AS VARCHAR) AS region, CAST(length($key) AS BIGINT) AS order_count\n")
+        key_model(
+            "SELECT CAST($key AS VARCHAR) AS region, CAST(length($key) AS BIGINT) AS order_count\n"
+        )
     )
     before = orders_snapshot(project)
     build_and_deploy(project, "by_region")

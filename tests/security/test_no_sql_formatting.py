@@ -48,11 +48,14 @@ def _module_strings(tree: ast.Module) -> dict[str, str]:
     """Module-level `NAME = "literal"` assignments, to see through `QUERY.format(...)`."""
     found: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            if isinstance(node.value.value, str):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        found[target.id] = node.value.value
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = node.value.value
     return found
 
 
@@ -67,9 +70,7 @@ def _literal(node: ast.expr, strings: dict[str, str]) -> str | None:
 
 
 def _joined(node: ast.JoinedStr) -> str:
-    return "".join(
-        part.value if isinstance(part, ast.Constant) else HOLE for part in node.values
-    )
+    return "".join(part.value if isinstance(part, ast.Constant) else HOLE for part in node.values)
 
 
 def _concatenation(node: ast.BinOp, strings: dict[str, str]) -> str | None:
@@ -87,7 +88,9 @@ def _concatenation(node: ast.BinOp, strings: dict[str, str]) -> str | None:
     pieces: list[tuple[str, bool]] = []  # (text, computed)
     for part in parts:
         if isinstance(part, ast.JoinedStr):
-            pieces.append((_joined(part), any(isinstance(v, ast.FormattedValue) for v in part.values)))
+            pieces.append(
+                (_joined(part), any(isinstance(v, ast.FormattedValue) for v in part.values))
+            )
         else:
             text = _literal(part, strings)
             pieces.append((HOLE, True) if text is None else (text, False))
@@ -199,7 +202,7 @@ def test_the_detector_reports_where() -> None:
     assert "DELETE FROM {}" in str(finding)
 
 
-# --- the source tree -------------------------------------------------------------------------------
+# --- the source tree -----------------------------------------------------------------------------
 
 
 def test_no_sql_is_built_by_formatting_outside_the_sql_package() -> None:
@@ -218,6 +221,8 @@ def test_a_formatted_query_added_to_a_real_module_would_be_caught() -> None:
     module = SRC / "engines" / "duckdb.py"
     source = module.read_text()
     assert find_sql_formatting(source) == []
-    injected = source + '\n\ndef rows(con, name):\n    return con.execute(f"SELECT * FROM {name}")\n'
+    injected = (
+        source + '\n\ndef rows(con, name):\n    return con.execute(f"SELECT * FROM {name}")\n'
+    )
     (finding,) = find_sql_formatting(injected, "duckdb.py")
     assert finding.text == "SELECT * FROM {}"

@@ -40,7 +40,10 @@ def spec(model: str = "daily_revenue", sql: str = "SELECT 1 AS d") -> ModelSpec:
 
 
 def version(
-    fingerprint: str, seq: int = 1, model: str = "daily_revenue", change: ChangeKind = ChangeKind.NEW
+    fingerprint: str,
+    seq: int = 1,
+    model: str = "daily_revenue",
+    change: ChangeKind = ChangeKind.NEW,
 ) -> Version:
     return Version(
         version_id=fingerprint[:12],
@@ -152,7 +155,9 @@ class StateStoreContract:
         self, store: StateStore
     ) -> None:
         store.save_version(V1)
-        other = replace(V1, version_id="c3" + "0" * 10, model="monthly_revenue", spec=spec("monthly_revenue"))
+        other = replace(
+            V1, version_id="c3" + "0" * 10, model="monthly_revenue", spec=spec("monthly_revenue")
+        )
         assert store.save_version(other) == other
         assert store.versions("monthly_revenue") == [other]
 
@@ -213,10 +218,19 @@ class StateStoreContract:
 
     def test_events_are_kept_in_order_with_their_details(self, with_versions: StateStore) -> None:
         store = with_versions
-        build = Event(kind="build", actor="bob", at=AT, model="daily_revenue", version_id=V1.version_id, detail={"seq": 1})
+        build = Event(
+            kind="build",
+            actor="bob",
+            at=AT,
+            model="daily_revenue",
+            version_id=V1.version_id,
+            detail={"seq": 1},
+        )
         store.record_event(build)
         store.activate("daily_revenue", V1.version_id, AT, deploy_event(V1.version_id))
-        store.record_event(Event(kind="pause", actor="carol", at=LATER, model="daily_revenue", reason="incident"))
+        store.record_event(
+            Event(kind="pause", actor="carol", at=LATER, model="daily_revenue", reason="incident")
+        )
         store.record_event(Event(kind="build", actor="bob", at=AT, model="monthly_revenue"))
         events = store.events("daily_revenue")
         assert [e.kind for e in events] == ["build", "deploy", "pause"]
@@ -318,7 +332,9 @@ class StateStoreContract:
         assert store.live_attempts() == []
         assert [a.attempt_id for a in store.attempts_of_run(RUN_A)] == ["att-1"]
 
-    def test_a_later_failed_attempt_keeps_what_was_published(self, with_versions: StateStore) -> None:
+    def test_a_later_failed_attempt_keeps_what_was_published(
+        self, with_versions: StateStore
+    ) -> None:
         store = with_versions
         store.create_run(run(RUN_A))
         store.create_attempt(attempt("att-1"))
@@ -332,7 +348,9 @@ class StateStoreContract:
         assert (running.attempt_id, running.version_id) == ("att-1", V1.version_id)
 
         store.move_attempt("att-2", AttemptState.RUNNING, LATER)
-        store.move_attempt("att-2", AttemptState.FAILED, LATER, error="check unique failed: 2 key(s) repeated")
+        store.move_attempt(
+            "att-2", AttemptState.FAILED, LATER, error="check unique failed: 2 key(s) repeated"
+        )
         failed = store.partition("daily_revenue", T0)
         assert failed is not None
         assert (failed.last_attempt_id, failed.last_state, failed.last_error) == (
@@ -340,7 +358,13 @@ class StateStoreContract:
             AttemptState.FAILED,
             "check unique failed: 2 key(s) repeated",
         )
-        assert (failed.version_id, failed.run_id, failed.attempt_id, failed.rows, failed.checksum) == (
+        assert (
+            failed.version_id,
+            failed.run_id,
+            failed.attempt_id,
+            failed.rows,
+            failed.checksum,
+        ) == (
             V1.version_id,
             RUN_A,
             "att-1",

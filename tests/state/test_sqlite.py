@@ -1,4 +1,5 @@
-"""The embedded ledger: SQLite in WAL mode with numbered migrations, plus the StateStore contract."""
+"""The embedded ledger: SQLite in WAL mode with numbered migrations, and the StateStore
+contract."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ class TestSQLite(StateStoreContract):
 def applied(path: Path) -> list[tuple[int, str]]:
     con = sqlite3.connect(path)
     try:
-        return con.execute("SELECT version, applied_at FROM schema_migrations ORDER BY 1").fetchall()
+        return con.execute(
+            "SELECT version, applied_at FROM schema_migrations ORDER BY 1"
+        ).fetchall()
     finally:
         con.close()
 

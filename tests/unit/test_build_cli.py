@@ -55,7 +55,9 @@ def test_reformatting_a_model_changes_nothing(project: Path) -> None:
 
 def test_a_real_change_makes_new_versions_downstream(project: Path) -> None:
     before = build(project)
-    changed = REFORMATTED_BODY.replace("SUM(gross_amount - discount - refund)", "SUM(gross_amount - discount)")
+    changed = REFORMATTED_BODY.replace(
+        "SUM(gross_amount - discount - refund)", "SUM(gross_amount - discount)"
+    )
     assert changed != REFORMATTED_BODY
     rewrite_body(project, "daily_revenue", changed)
     after = build(project)

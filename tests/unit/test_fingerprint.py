@@ -44,10 +44,14 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Project:
     return load_project(root)
 
 
-def fingerprint_of(project: Project, model: str, sql: str | None = None, **spec_changes: object) -> str:
+def fingerprint_of(
+    project: Project, model: str, sql: str | None = None, **spec_changes: object
+) -> str:
     spec = project.models[model]
     if sql is not None or spec_changes:
-        spec = dataclasses.replace(spec, **({"sql": sql} if sql is not None else {}), **spec_changes)  # type: ignore[arg-type]
+        spec = dataclasses.replace(
+            spec, **({"sql": sql} if sql is not None else {}), **spec_changes
+        )  # type: ignore[arg-type]
     upstream = {parent: "f" * 64 for parent in spec.upstream}
     return snapshot(project, spec, upstream)[0]
 
@@ -92,7 +96,9 @@ def test_whitespace_comments_and_keyword_case_do_not_change_it(
         pytest.param(DAILY_SQL.replace("- discount - refund", "- discount"), id="formula"),
         pytest.param(DAILY_SQL.replace("order_ts < $end", "order_ts <= $end"), id="operator"),
         pytest.param(DAILY_SQL.replace("count(*)", "count(DISTINCT customer_id)"), id="aggregate"),
-        pytest.param(DAILY_SQL.replace("DECIMAL(18, 2)) AS net", "DECIMAL(18, 3)) AS net"), id="type"),
+        pytest.param(
+            DAILY_SQL.replace("DECIMAL(18, 2)) AS net", "DECIMAL(18, 3)) AS net"), id="type"
+        ),
         pytest.param(DAILY_SQL + " HAVING count(*) > 0", id="clause"),
         pytest.param(DAILY_SQL.replace("status", "upper(status)", 1), id="expression"),
     ],
@@ -116,7 +122,9 @@ def test_a_string_literal_is_not_normalized_away(loaded: Project) -> None:
 def test_a_config_change_changes_it(loaded: Project) -> None:
     spec = loaded.models["daily_revenue"]
     base = fingerprint_of(loaded, "daily_revenue")
-    extra_check = CheckSpec("no_null_status", "not_null", Severity.BLOCKING, {"columns": ["status"]})
+    extra_check = CheckSpec(
+        "no_null_status", "not_null", Severity.BLOCKING, {"columns": ["status"]}
+    )
     warn_instead = tuple(dataclasses.replace(c, severity=Severity.WARN) for c in spec.checks)
     retyped = tuple(
         Column(c.name, "DOUBLE", c.nullable) if c.name == "net_revenue" else c for c in spec.columns

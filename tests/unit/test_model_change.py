@@ -55,9 +55,7 @@ def test_relaxing_not_null_is_not_breaking() -> None:
         pytest.param(BASE[:-1], id="removed column"),
         pytest.param(with_column(BASE, "gross_revenue", type="DOUBLE"), id="retyped column"),
         pytest.param(with_column(BASE, "gross_revenue", nullable=False), id="nullable to not null"),
-        pytest.param(
-            (*BASE[:-1], Column("gross", "DECIMAL(18, 2)", True)), id="renamed column"
-        ),
+        pytest.param((*BASE[:-1], Column("gross", "DECIMAL(18, 2)", True)), id="renamed column"),
         pytest.param(
             (*with_column(BASE, "status", type="BIGINT"), Column("extra", "TEXT")),
             id="retyped plus added",

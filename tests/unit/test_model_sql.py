@@ -57,7 +57,12 @@ def test_tables_and_parameters() -> None:
 
 @pytest.mark.parametrize(
     ("declared", "canonical"),
-    [("bigint", "BIGINT"), ("int8", "BIGINT"), ("DECIMAL(18,2)", "DECIMAL(18, 2)"), ("date", "DATE")],
+    [
+        ("bigint", "BIGINT"),
+        ("int8", "BIGINT"),
+        ("DECIMAL(18,2)", "DECIMAL(18, 2)"),
+        ("date", "DATE"),
+    ],
 )
 def test_types_are_canonical(declared: str, canonical: str) -> None:
     assert parse_type(declared) == canonical

@@ -97,7 +97,9 @@ def test_label_and_parse_round_trip(grain: Grain, ts: int) -> None:
 
 def test_label_shapes() -> None:
     ts = to_epoch(datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc))
-    shown = {g: PartitionKey(g, floor(g, ts), following(g, floor(g, ts))).label() for g in TIME_GRAINS}
+    shown = {
+        g: PartitionKey(g, floor(g, ts), following(g, floor(g, ts))).label() for g in TIME_GRAINS
+    }
     assert shown == {Grain.HOUR: "2025-03-04T05", Grain.DAY: "2025-03-04", Grain.MONTH: "2025-03"}
 
 
@@ -246,7 +248,7 @@ def assert_canonical(found: IntervalSet) -> None:
     """Sorted, non-empty, disjoint and not touching (touching intervals are merged)."""
     for start, end in found.intervals:
         assert start < end
-    for (_, end), (start, _) in zip(found.intervals, found.intervals[1:]):
+    for (_, end), (start, _) in zip(found.intervals, found.intervals[1:], strict=False):
         assert end < start
 
 
@@ -260,7 +262,9 @@ def test_of_merges_into_the_same_point_set(given_pairs: list[tuple[int, int]]) -
 
 
 @given(pairs, pairs)
-def test_minus_matches_set_difference(left: list[tuple[int, int]], right: list[tuple[int, int]]) -> None:
+def test_minus_matches_set_difference(
+    left: list[tuple[int, int]], right: list[tuple[int, int]]
+) -> None:
     difference = IntervalSet.of(left).minus(IntervalSet.of(right))
     assert covered(difference.intervals) == covered(left) - covered(right)
     assert_canonical(difference)
@@ -268,14 +272,18 @@ def test_minus_matches_set_difference(left: list[tuple[int, int]], right: list[t
 
 
 @given(pairs)
-def test_minus_itself_is_empty_and_minus_nothing_is_itself(given_pairs: list[tuple[int, int]]) -> None:
+def test_minus_itself_is_empty_and_minus_nothing_is_itself(
+    given_pairs: list[tuple[int, int]],
+) -> None:
     interval_set = IntervalSet.of(given_pairs)
     assert not interval_set.minus(interval_set)
     assert interval_set.minus(IntervalSet()) == interval_set
 
 
 def test_ranges_turn_intervals_into_partition_ranges() -> None:
-    gaps = IntervalSet.of([(0, 3 * DAY_SECONDS)]).minus(IntervalSet.of([(DAY_SECONDS, 2 * DAY_SECONDS)]))
+    gaps = IntervalSet.of([(0, 3 * DAY_SECONDS)]).minus(
+        IntervalSet.of([(DAY_SECONDS, 2 * DAY_SECONDS)])
+    )
     assert gaps.ranges(Grain.DAY) == [
         PartitionRange(Grain.DAY, 0, DAY_SECONDS),
         PartitionRange(Grain.DAY, 2 * DAY_SECONDS, 3 * DAY_SECONDS),

@@ -14,9 +14,18 @@ from tidegate.domain.errors import BusyError, EngineError, UsageError
 from tidegate.domain.model import CheckSpec, Column
 from tidegate.engines.base import Capabilities, CommitMarker, Target
 from tidegate.sql import statements as sql
-from tidegate.sql.model_sql import parse_type
+from tidegate.sql.model_sql import SqlProblem, parse_type
 
 WAIT_STEP_SECONDS = 0.2
+
+
+def _column(name: str, type_text: str, nullable: bool) -> Column:
+    try:
+        return Column(name, parse_type(type_text), nullable)
+    except SqlProblem:
+        raise EngineError(
+            f"duckdb: column {name} has type {type_text}, which tidegate cannot name; cast it"
+        ) from None
 
 
 def _is_lock_conflict(error: Exception) -> bool:
@@ -38,7 +47,7 @@ class DuckDBEngine:
         self._con = self._connect(path, wait, wait_timeout, on_wait)
         self._con.execute("SET TimeZone = 'UTC'")
         # Statements that are the same for every partition of a session, built once.
-        self._source_checksums: dict[tuple[str, str], str] = {}
+        self._source_checksums: dict[tuple[str, str, bool], str] = {}
 
     @staticmethod
     def _connect(
@@ -96,7 +105,7 @@ class DuckDBEngine:
         rows = self._run(sql.published_columns(), [name]).fetchall()
         if not rows:
             return None
-        return [Column(r[0], parse_type(r[1]), r[2] == "YES") for r in rows]
+        return [_column(r[0], r[1], r[2] == "YES") for r in rows]
 
     def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
         statement = sql.create_table_as(sql.table(staging, sql.STAGING_SCHEMA), sql_text)
@@ -112,7 +121,7 @@ class DuckDBEngine:
         names = [row[0] for row in described]
         nulls = self._run(sql.null_counts(source, names)).fetchone() if names else ()
         return [
-            Column(row[0], parse_type(row[1]), bool(count))
+            _column(row[0], row[1], bool(count))
             for row, count in zip(described, nulls or (), strict=False)
         ]
 
@@ -129,12 +138,15 @@ class DuckDBEngine:
     def source_fingerprint(
         self, table: str, time_column: str, bounds: Mapping[str, Any]
     ) -> Checksum:
-        statement = self._source_checksums.get((table, time_column))
+        # a key-list partition has no time window: it reads the whole source
+        windowed = "start" in bounds
+        statement = self._source_checksums.get((table, time_column, windowed))
         if statement is None:
             source = sql.table(table)
             names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
-            statement = sql.checksum(source, names, sql.partition_predicate(time_column, False))
-            self._source_checksums[(table, time_column)] = statement
+            where = sql.partition_predicate(time_column, False) if windowed else None
+            statement = sql.checksum(source, names, where)
+            self._source_checksums[(table, time_column, windowed)] = statement
         rows, digest = self._run(statement, self._only(bounds, statement)).fetchone()
         return Checksum(int(rows), int(digest))
 

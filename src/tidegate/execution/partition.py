@@ -64,7 +64,13 @@ class PartitionWriter:
         crash_point("after_intent")
         outcome = Outcome(attempt.attempt_id, spec.name, partition, label, AttemptState.PENDING)
 
-        inputs, missing = self._inputs(spec, partition, bounds)
+        try:
+            inputs, missing = self._inputs(spec, partition, bounds)
+        except EngineError as error:
+            self.state.move_attempt(
+                attempt.attempt_id, AttemptState.FAILED, stamp(self.clock), error=str(error)
+            )
+            return _with(outcome, AttemptState.FAILED, reason=str(error))
         if missing:
             reason = f"upstream not ready: {missing}"
             self.state.move_attempt(

@@ -90,7 +90,7 @@ def _columns(model: ModelFile) -> tuple[Column, ...]:
     for name, declared in model.header.columns.items():
         line = model.header_line("columns", name)
         if not IDENTIFIER.match(name):
-            raise ConfigError(model.path, f"columns.{name}: not a plain identifier", line)
+            raise ConfigError(model.path, f"columns.{name!r}: not a plain identifier", line)
         text = declared.strip()
         nullable = not text.upper().endswith("NOT NULL")
         if not nullable:
@@ -142,6 +142,12 @@ def _checks(model: ModelFile, column_names: set[str]) -> tuple[CheckSpec, ...]:
                 model.path,
                 f"checks[{index}]: expression is not a valid SQL predicate",
                 model.check_line(index, "expression"),
+            )
+        if declared.name is not None and not IDENTIFIER.match(declared.name):
+            raise ConfigError(
+                model.path,
+                f"checks[{index}]: name {declared.name!r} is not a plain identifier",
+                model.check_line(index, "name"),
             )
         name = declared.name or f"{declared.type}_{'_'.join(named) or index}"
         if name in seen:

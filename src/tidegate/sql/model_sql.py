@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -15,12 +14,13 @@ DIALECT = "duckdb"
 BOUND_PARAMETERS = frozenset({"start", "end", "key"})
 
 
-@dataclass(frozen=True)
 class SqlProblem(Exception):
     """A problem in a model's SQL; `line` counts from the first line of the SQL text."""
 
-    message: str
-    line: int | None = None
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
 
 
 def parse_query(sql: str) -> exp.Query:
@@ -134,7 +134,7 @@ def render(query: exp.Query, physical_tables: Mapping[str, str]) -> str:
 def parse_type(text: str) -> str:
     """The canonical spelling of a column type; raises SqlProblem for an unknown type."""
     try:
-        data_type = exp.DataType.build(text, dialect=DIALECT)
+        data_type = sqlglot.parse_one(text, into=exp.DataType, dialect=DIALECT)
     except (SqlglotError, ValueError):
         raise SqlProblem(f"unknown column type {text!r}") from None
     if data_type.this == exp.DataType.Type.USERDEFINED:
