@@ -23,7 +23,10 @@ print("HEAVY=" + ",".join(m for m in {heavy!r} if m in sys.modules))
 def imported_heavy(*args: str) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     line = next(x for x in result.stdout.splitlines() if x.startswith("HEAVY="))
     return [m for m in line.removeprefix("HEAVY=").split(",") if m]

@@ -445,6 +445,21 @@ class EngineContract:
             )
         self.assert_nothing_changed(ready, before, "att-bad-type")
 
+    def test_one_attempt_can_never_publish_twice(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1, attempt_id="att-once")
+        before = self.table_content(ready)
+        staging = self.fresh()
+        ready.stage(staging, select_rows([(9, "2025-01-01 06:00:00", "z", "0.01")]), {})
+        with pytest.raises(EngineError):
+            ready.publish(
+                Target("events", EVENT_COLUMNS, "ts", False),
+                staging,
+                bound_values(DAY1),
+                marker_for("att-once", DAY1),
+            )
+        assert self.table_content(ready) == before
+        assert list(ready.markers(["att-once"])) == ["att-once"]
+
     def test_a_failed_first_publish_creates_no_table(self, ready: Engine) -> None:
         staging = self.fresh()
         ready.stage(staging, select_rows(DAY1_ROWS), {})

@@ -3,7 +3,6 @@ writing process per file (SPEC §7)."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ import pytest
 
 from tests.engines.contract import DAY1_ROWS, EVENT_COLUMNS, EngineContract, select_rows
 from tests.kit import tidegate
+from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
 from tidegate.domain.errors import BusyError
 from tidegate.engines.base import Engine
@@ -58,9 +58,8 @@ class TestDuckDB(EngineContract):
 
 
 def python_row_hash(values: tuple[str | None, ...]) -> int:
-    """The documented row hash: first 16 hex digits of the MD5 of the formatted values."""
-    text = sql.FIELD_SEPARATOR.join(sql.NULL_MARK if v is None else v for v in values)
-    return int(hashlib.md5(text.encode()).hexdigest()[:16], 16)
+    """The documented row hash, computed in Python: the oracle for the engine's SQL."""
+    return checksum_rules.row_hash(values)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ process left behind and whether the two stores agree.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.kit import oracle_daily_revenue, warehouse_rows
+from tidegate.domain.checksum import row_hash
 
 LIVE_STATES = ("pending", "running", "staged", "audited")
 T = TypeVar("T")
@@ -108,10 +108,7 @@ def recomputed_checksum(project: Path, day: date) -> str:
     rows = warehouse_rows(
         project, f"SELECT {rendered} FROM daily_revenue WHERE order_date = ?", [day]
     )
-    total = 0
-    for row in rows:
-        joined = "\x1f".join("\\N" if v is None else v for v in row)
-        total += int(hashlib.md5(joined.encode()).hexdigest()[:16], 16)
+    total = sum(row_hash(row) for row in rows)
     return f"{len(rows)}:{total % 2**64:016x}"
 
 

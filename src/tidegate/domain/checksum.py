@@ -6,9 +6,26 @@ pair of rows; a sum does not.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MODULUS = 2**64
+
+
+def canonical_row(values: Sequence[str | None]) -> str:
+    """The canonical text of a row whose values are already formatted as text.
+
+    Each value is `v<length>:<text>`, NULL is `n`: unambiguous, so no two different rows (a NULL
+    and the text "n", or values that differ only in where one ends) share a canonical text.
+    The engines build the same text in SQL.
+    """
+    return "".join("n" if v is None else f"v{len(v)}:{v}" for v in values)
+
+
+def row_hash(values: Sequence[str | None]) -> int:
+    """64-bit row hash: the first 16 hex digits of the MD5 of the canonical row."""
+    return int(hashlib.md5(canonical_row(values).encode()).hexdigest()[:16], 16)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,6 @@ DIALECT = "duckdb"
 META_SCHEMA = "_tidegate"
 STAGING_SCHEMA = "_tidegate_staging"
 MARKERS = "commit_markers"
-NULL_MARK = "\\N"
-FIELD_SEPARATOR = "\x1f"
 
 
 def ident(name: str) -> exp.Identifier:
@@ -58,8 +56,10 @@ def create_schema(schema: str) -> str:
     return _sql(exp.Create(kind="SCHEMA", this=exp.Table(db=ident(schema)), exists=True))
 
 
-def create_table(target: exp.Table, columns: Sequence[Column]) -> str:
-    definitions = [
+def create_table(
+    target: exp.Table, columns: Sequence[Column], primary_key: Sequence[str] = ()
+) -> str:
+    definitions: list[exp.Expr] = [
         exp.ColumnDef(
             this=ident(c.name),
             kind=exp.DataType.build(c.type, dialect=DIALECT),
@@ -69,6 +69,8 @@ def create_table(target: exp.Table, columns: Sequence[Column]) -> str:
         )
         for c in columns
     ]
+    if primary_key:
+        definitions.append(exp.PrimaryKey(expressions=[ident(name) for name in primary_key]))
     return _sql(
         exp.Create(kind="TABLE", this=exp.Schema(this=target, expressions=definitions), exists=True)
     )
@@ -108,20 +110,23 @@ def insert_from(target: exp.Table, columns: Sequence[Column], source: exp.Table)
 
 
 def row_hash(columns: Sequence[str]) -> exp.Expr:
-    """64-bit hash of a row's canonically formatted values (first 16 hex digits of an MD5)."""
-    fields = [
-        exp.Coalesce(
-            this=exp.cast(column(name), exp.DataType.Type.VARCHAR),
-            expressions=[exp.Literal.string(NULL_MARK)],
+    """64-bit hash of a row: tidegate.domain.checksum.row_hash, computed in the engine."""
+    fields: list[exp.Expr] = []
+    for name in columns:
+        text = exp.cast(column(name), exp.DataType.Type.VARCHAR)
+        length = exp.cast(exp.Length(this=text.copy()), exp.DataType.Type.VARCHAR)
+        tagged = exp.DPipe(
+            this=exp.DPipe(
+                this=exp.DPipe(this=exp.Literal.string("v"), expression=length),
+                expression=exp.Literal.string(":"),
+            ),
+            expression=text,
         )
-        for name in columns
-    ]
-    joined: exp.Expr = fields[0]
+        # `||` yields NULL when the value is NULL, which then becomes the NULL tag.
+        fields.append(exp.Coalesce(this=tagged, expressions=[exp.Literal.string("n")]))
+    joined = fields[0]
     for field in fields[1:]:
-        joined = exp.DPipe(
-            this=exp.DPipe(this=joined, expression=exp.Literal.string(FIELD_SEPARATOR)),
-            expression=field,
-        )
+        joined = exp.DPipe(this=joined, expression=field)
     hex_prefix = exp.Substring(
         this=exp.MD5(this=joined), start=exp.Literal.number(1), length=exp.Literal.number(16)
     )
@@ -195,7 +200,8 @@ def markers_ddl() -> str:
         Column("checksum", "VARCHAR", False),
         Column("published_at", "VARCHAR", False),
     ]
-    return create_table(target, fields)
+    # One marker per attempt: the same attempt can never publish twice.
+    return create_table(target, fields, primary_key=("attempt_id",))
 
 
 MARKER_COLUMNS = (
