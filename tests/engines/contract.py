@@ -114,7 +114,7 @@ class EngineContract:
             Target(table, tuple(columns), partition_column, keyed=key is not None),
             staging,
             bound_values(partition, key),
-            marker,
+            [marker],
         )
         return marker
 
@@ -419,7 +419,7 @@ class EngineContract:
         broken = CommitMarker(**{**broken.__dict__, "run_id": None})
         with pytest.raises(EngineError):
             ready.publish(
-                Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken
+                Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), [broken]
             )
         self.assert_nothing_changed(ready, before, "att-broken")
         # the engine is still usable afterwards
@@ -441,7 +441,7 @@ class EngineContract:
                 Target("events", EVENT_COLUMNS, "ts", False),
                 staging,
                 bound_values(DAY1),
-                marker_for("att-bad-type", DAY1),
+                [marker_for("att-bad-type", DAY1)],
             )
         self.assert_nothing_changed(ready, before, "att-bad-type")
 
@@ -455,7 +455,7 @@ class EngineContract:
                 Target("events", EVENT_COLUMNS, "ts", False),
                 staging,
                 bound_values(DAY1),
-                marker_for("att-once", DAY1),
+                [marker_for("att-once", DAY1)],
             )
         assert self.table_content(ready) == before
         assert list(ready.markers(["att-once"])) == ["att-once"]
@@ -466,7 +466,7 @@ class EngineContract:
         broken = CommitMarker(**{**marker_for("att-none", DAY1).__dict__, "checksum": None})
         with pytest.raises(EngineError):
             ready.publish(
-                Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), broken
+                Target("events", EVENT_COLUMNS, "ts", False), staging, bound_values(DAY1), [broken]
             )
         assert ready.table_columns("events") is None
         assert ready.markers(["att-none"]) == {}

@@ -34,7 +34,7 @@ def crash_point_calls() -> tuple[set[str], list[str]]:
 
 
 def test_the_scan_sees_the_source_tree() -> None:
-    assert (SOURCE / "execution" / "partition.py").is_file()
+    assert (SOURCE / "execution" / "executor.py").is_file()
     called, _ = crash_point_calls()
     assert called, "the scan found no crash_point call at all"
 

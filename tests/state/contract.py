@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.attempt import AttemptState, IllegalTransition, RunStatus
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.model import ChangeKind, CheckSpec, Column, ModelSpec, Severity, Version
 from tidegate.domain.partitions import DAY_SECONDS, Grain
@@ -112,6 +112,9 @@ def deploy_event(version_id: str, at: str = AT) -> Event:
     )
 
 
+FORWARD = [AttemptState.RUNNING, AttemptState.STAGED, AttemptState.AUDITED]
+
+
 class StateStoreContract:
     """Conformance tests of the StateStore seam. Not collected itself: subclass it."""
 
@@ -124,6 +127,22 @@ class StateStoreContract:
         store.save_version(V1)
         store.save_version(V2)
         return store
+
+    def test_the_store_refuses_a_move_the_state_machine_forbids(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))
+        with pytest.raises(IllegalTransition):
+            store.move_attempt("att-1", AttemptState.AUDITED, AT)
+        with pytest.raises(IllegalTransition):
+            store.publish("att-1", AT)
+        store.move_attempt("att-1", AttemptState.FAILED, AT, error="gave up")
+        with pytest.raises(IllegalTransition):
+            store.move_attempt("att-1", AttemptState.RUNNING, AT)
+        found = store.get_attempt("att-1")
+        assert found is not None and found.state is AttemptState.FAILED
 
     def publish_through(
         self, store: StateStore, attempt_id: str, rows: int, checksum: str, at: str = AT
@@ -392,6 +411,9 @@ class StateStoreContract:
         store = with_versions
         store.create_run(run(RUN_A))
         store.create_attempt(attempt("att-1"))
+        for state in (AttemptState.RUNNING, AttemptState.STAGED):
+            store.move_attempt("att-1", state, AT)
+        store.move_attempt("att-1", AttemptState.AUDITED, AT, rows=1, checksum="1:01")
         store.create_attempt(attempt("att-2", version_id=V2.version_id))
         store.publish("att-1", AT)
         part = store.partition("daily_revenue", T0)
@@ -409,7 +431,8 @@ class StateStoreContract:
             [AttemptState.RUNNING, AttemptState.STAGED, AttemptState.AUDITED, AttemptState.FAILED]
         ):
             store.create_attempt(attempt(f"att-{day}", day=day))
-            store.move_attempt(f"att-{day}", state, AT)
+            for step in FORWARD[: FORWARD.index(state) + 1] if state in FORWARD else [state]:
+                store.move_attempt(f"att-{day}", step, AT)
         store.create_attempt(attempt("att-9", day=9))  # pending
         store.create_attempt(attempt("att-8", day=8))
         store.move_attempt("att-8", AttemptState.SKIPPED, AT, error="upstream not ready")

@@ -38,6 +38,11 @@ def can_move(current: AttemptState, target: AttemptState) -> bool:
     return target in _FORWARD.get(current, set())
 
 
+def predecessors(target: AttemptState) -> frozenset[AttemptState]:
+    """The states an attempt may be in to move to `target`."""
+    return frozenset(state for state in AttemptState if can_move(state, target))
+
+
 class IllegalTransition(TidegateError):
     pass
 
@@ -53,3 +58,4 @@ class RunStatus(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    STOPPED = "stopped"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
@@ -28,3 +29,19 @@ class FixedClock:
 def stamp(clock: Clock) -> str:
     """An ISO-8601 UTC timestamp for the ledger."""
     return clock.now().astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+class Timer(Protocol):
+    """Elapsed time and waiting, for throttles and budgets. Tests substitute a fake."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemTimer:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)

@@ -40,6 +40,18 @@ class CheckSpec:
 
 
 @dataclass(frozen=True)
+class Reconciliation:
+    """An aggregate of the input (a source or upstream model) that must equal an aggregate of
+    the output, per partition, within `tolerance`."""
+
+    name: str
+    source: str
+    source_expression: str
+    target_expression: str
+    tolerance: str = "0"
+
+
+@dataclass(frozen=True)
 class Source:
     """An external table that tidegate reads and never writes."""
 
@@ -66,6 +78,7 @@ class ModelSpec:
     checks: tuple[CheckSpec, ...] = ()
     upstream: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    reconciliations: tuple[Reconciliation, ...] = ()
 
     def first_partition(self) -> PartitionKey | None:
         if self.start is None:
@@ -92,6 +105,17 @@ class ModelSpec:
                 [c.name, c.kind, c.severity.value, dict(sorted(c.params.items()))]
                 for c in self.checks
             ],
+            # only when declared, so adding the feature left earlier fingerprints unchanged
+            **(
+                {
+                    "reconciliations": [
+                        [r.name, r.source, r.source_expression, r.target_expression, r.tolerance]
+                        for r in self.reconciliations
+                    ]
+                }
+                if self.reconciliations
+                else {}
+            ),
         }
 
 

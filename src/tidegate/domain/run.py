@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.checks import CheckResult
+from tidegate.domain.reconciliation import ReconciliationResult
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,10 @@ class Run:
     pid: int | None = None
     reason: str | None = None
     ended_at: str | None = None
+    plan: str | None = None
+    plan_hash: str | None = None
+    trigger: str | None = None
+    stop_requested_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,18 @@ class Attempt:
     rows: int | None = None
     checksum: str | None = None
     error: str | None = None
+    batch: int | None = None
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What auditing a staged partition found, recorded in one step."""
+
+    attempt_id: str
+    rows: int
+    checksum: str
+    checks: tuple[CheckResult, ...]
+    reconciliations: tuple[ReconciliationResult, ...]
 
 
 @dataclass(frozen=True)

@@ -49,10 +49,12 @@ def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[
     """Driver-bound values for a partition's placeholders ($start/$end, or $key)."""
     if partition.grain is Grain.KEY:
         return {"key": key_label}
-    return {
-        "start": _naive_utc(to_utc(partition.start)),
-        "end": _naive_utc(to_utc(partition.end)),
-    }
+    return window_bounds(partition.start, partition.end)
+
+
+def window_bounds(start: int, end: int) -> dict[str, Any]:
+    """$start/$end for the time window [start, end) in epoch seconds."""
+    return {"start": _naive_utc(to_utc(start)), "end": _naive_utc(to_utc(end))}
 
 
 def _naive_utc(moment: datetime) -> datetime:
@@ -86,6 +88,18 @@ class Engine(Protocol):
     def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
         """The measured value of a check on a staging table. Read-only."""
 
+    def measure_by_partition(
+        self,
+        check: CheckSpec,
+        staging: str,
+        bounds: Mapping[str, Any],
+        partition_column: str,
+        grain: str,
+    ) -> dict[int | None, int]:
+        """A check's measured value per time partition of a staging table, keyed by partition
+        start (None for rows whose partition column is NULL); partitions with nothing to count
+        are absent. Read-only."""
+
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         """Content checksum of a staging table over `columns`, in that order. Read-only."""
 
@@ -94,14 +108,46 @@ class Engine(Protocol):
     ) -> Checksum:
         """Checksum of the source rows in a partition's time window. Read-only."""
 
-    def publish(
-        self, target: Target, staging: str, bounds: Mapping[str, Any], marker: CommitMarker
-    ) -> None:
-        """Replace the partition with the staging rows and insert the marker, atomically.
+    def source_profile(
+        self, table: str, time_column: str, grain: str, bounds: Mapping[str, Any]
+    ) -> dict[int, Checksum]:
+        """Per time partition of `grain` in the $start/$end window: the source rows' checksum,
+        keyed by partition start. Partitions without rows are absent. Read-only."""
 
-        Transactional: either both the data and the marker commit, or neither does and the
-        previous data of the partition stays untouched. Creates the table or adds new nullable
-        columns (additive changes) in the same transaction. Drops the staging table afterwards.
+    def partition_checksums(
+        self, staging: str, columns: Sequence[str], partition_column: str, grain: str
+    ) -> dict[int, Checksum]:
+        """Per time partition: the checksum of a staging table's rows. Read-only."""
+
+    def aggregates_by_partition(
+        self,
+        table: str,
+        staged: bool,
+        time_column: str,
+        grain: str,
+        expressions: Sequence[str],
+        bounds: Mapping[str, Any],
+    ) -> dict[int, list[str | None]]:
+        """Per time partition in the window: aggregate expressions over a published or staging
+        table, as text. Read-only."""
+
+    def handle(self) -> Engine:
+        """Another handle on the same warehouse, for a worker thread. Close it after use."""
+
+    def publish(
+        self,
+        target: Target,
+        staging: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+    ) -> None:
+        """Replace the partitions in the $start/$end window with the staging rows and insert one
+        marker per partition, atomically.
+
+        Transactional: either the data and every marker commit, or nothing does and the
+        previous data stays untouched. Creates the table or adds new nullable columns (additive
+        changes) in the same transaction. Drops the staging table afterwards. Raises EngineError
+        when a marker's attempt already published (one marker per attempt).
         """
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:

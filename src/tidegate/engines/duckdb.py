@@ -48,6 +48,7 @@ class DuckDBEngine:
         self._con.execute("SET TimeZone = 'UTC'")
         # Statements that are the same for every partition of a session, built once.
         self._source_checksums: dict[tuple[str, str, bool], str] = {}
+        self._source_profiles: dict[tuple[str, str, str], str] = {}
 
     @staticmethod
     def _connect(
@@ -130,6 +131,19 @@ class DuckDBEngine:
         row = self._run(statement, self._only(bounds, statement)).fetchone()
         return int(row[0])
 
+    def measure_by_partition(
+        self,
+        check: CheckSpec,
+        staging: str,
+        bounds: Mapping[str, Any],
+        partition_column: str,
+        grain: str,
+    ) -> dict[int | None, int]:
+        by = sql.bucket(partition_column, grain)
+        statement = sql.check_measure(check, sql.table(staging, sql.STAGING_SCHEMA), by)
+        rows = self._run(statement, self._only(bounds, statement)).fetchall()
+        return {None if b is None else int(b): int(n) for b, n in rows}
+
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         statement = sql.checksum(sql.table(staging, sql.STAGING_SCHEMA), columns, None)
         rows, digest = self._run(statement).fetchone()
@@ -150,8 +164,57 @@ class DuckDBEngine:
         rows, digest = self._run(statement, self._only(bounds, statement)).fetchone()
         return Checksum(int(rows), int(digest))
 
+    def source_profile(
+        self, table: str, time_column: str, grain: str, bounds: Mapping[str, Any]
+    ) -> dict[int, Checksum]:
+        key = (table, time_column, grain)
+        statement = self._source_profiles.get(key)
+        if statement is None:
+            source = sql.table(table)
+            names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
+            statement = sql.grouped_checksums(source, names, time_column, grain, windowed=True)
+            self._source_profiles[key] = statement
+        rows = self._run(statement, self._only(bounds, statement)).fetchall()
+        return {int(b): Checksum(int(n), int(d)) for b, n, d in rows}
+
+    def partition_checksums(
+        self, staging: str, columns: Sequence[str], partition_column: str, grain: str
+    ) -> dict[int, Checksum]:
+        source = sql.table(staging, sql.STAGING_SCHEMA)
+        statement = sql.grouped_checksums(source, columns, partition_column, grain, False)
+        rows = self._run(statement).fetchall()
+        return {int(b): Checksum(int(n), int(d)) for b, n, d in rows}
+
+    def aggregates_by_partition(
+        self,
+        table: str,
+        staged: bool,
+        time_column: str,
+        grain: str,
+        expressions: Sequence[str],
+        bounds: Mapping[str, Any],
+    ) -> dict[int, list[str | None]]:
+        source = sql.table(table, sql.STAGING_SCHEMA if staged else None)
+        statement = sql.grouped_aggregates(source, time_column, grain, expressions)
+        rows = self._run(statement, self._only(bounds, statement)).fetchall()
+        return {int(row[0]): list(row[1:]) for row in rows}
+
+    def handle(self) -> DuckDBEngine:
+        """Another handle on the same database for a worker thread (a DuckDB cursor)."""
+        twin = DuckDBEngine.__new__(DuckDBEngine)
+        twin.path = self.path
+        twin._con = self._con.cursor()
+        twin._con.execute("SET TimeZone = 'UTC'")
+        twin._source_checksums = {}
+        twin._source_profiles = {}
+        return twin
+
     def publish(
-        self, target: Target, staging: str, bounds: Mapping[str, Any], marker: CommitMarker
+        self,
+        target: Target,
+        staging: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
     ) -> None:
         published = sql.table(target.name)
         existing = self.table_columns(target.name)
@@ -169,7 +232,8 @@ class DuckDBEngine:
             self._run(
                 sql.insert_from(published, target.columns, sql.table(staging, sql.STAGING_SCHEMA))
             )
-            self._run(sql.insert_marker(), marker.__dict__)
+            for marker in markers:
+                self._run(sql.insert_marker(), marker.__dict__)
             self._run(sql.drop_table(sql.table(staging, sql.STAGING_SCHEMA)))
             self._run("COMMIT")
         except BaseException:

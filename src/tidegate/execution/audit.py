@@ -1,4 +1,4 @@
-"""Auditing a staged partition: the contract, the partition bounds and the declared checks."""
+"""Auditing staged partitions: the contract, the partition bounds and the declared checks."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from tidegate.domain.checks import CheckResult, contract_result, judge
 from tidegate.domain.model import CheckSpec, Column, ModelSpec, Severity
-from tidegate.domain.partitions import Grain
+from tidegate.domain.partitions import Grain, PartitionKey
 from tidegate.engines.base import Engine
 
 
@@ -30,19 +30,44 @@ def contract_problems(declared: Sequence[Column], staged: Sequence[Column]) -> l
     return problems
 
 
-def audit(
-    engine: Engine, spec: ModelSpec, staging: str, bounds: Mapping[str, Any]
-) -> list[CheckResult]:
-    """Every check result for a staged partition, the contract first."""
-    results = [contract_result(contract_problems(spec.columns, engine.staging_columns(staging)))]
-    if not results[0].passed:
-        return results
-    bounds_check = CheckSpec(
+def bounds_check(spec: ModelSpec) -> CheckSpec:
+    """Every written row must lie in the partitions being written: what makes overwrite safe."""
+    return CheckSpec(
         name="partition_bounds",
         kind="partition_bounds",
         severity=Severity.BLOCKING,
         params={"column": spec.partition_column, "keyed": spec.grain is Grain.KEY},
     )
-    for check in (bounds_check, *spec.checks):
-        results.append(judge(check, engine.measure(check, staging, bounds)))
+
+
+def audit(
+    engine: Engine,
+    spec: ModelSpec,
+    staging: str,
+    bounds: Mapping[str, Any],
+    partitions: Sequence[PartitionKey],
+) -> dict[int, list[CheckResult]]:
+    """Every check result for each staged partition (keyed by its start), the contract first.
+
+    Checks are measured once for the whole batch, grouped by partition.
+    """
+    contract = contract_result(contract_problems(spec.columns, engine.staging_columns(staging)))
+    results: dict[int, list[CheckResult]] = {p.start: [contract] for p in partitions}
+    if not contract.passed:
+        return results
+    for check in (bounds_check(spec), *spec.checks):
+        if spec.grain is Grain.KEY:
+            measured: dict[int | None, int] = {
+                partitions[0].start: engine.measure(check, staging, bounds)
+            }
+        else:
+            measured = engine.measure_by_partition(
+                check, staging, bounds, spec.partition_column, spec.grain.value
+            )
+        if check.kind == "partition_bounds":
+            # rows outside the window belong to no partition being written: all of them fail
+            stray = sum(measured.values())
+            measured = {p.start: stray for p in partitions}
+        for partition in partitions:
+            results[partition.start].append(judge(check, measured.get(partition.start, 0)))
     return results

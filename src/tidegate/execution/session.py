@@ -6,12 +6,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tidegate.domain.clock import Clock
+from tidegate.domain.clock import Clock, Timer
 from tidegate.domain.errors import UsageError
 from tidegate.domain.model import ModelSpec
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
-from tidegate.execution.partition import PartitionWriter
+from tidegate.execution.executor import Executor
 from tidegate.execution.reconcile import Reconciliation, reconcile
 from tidegate.project.loader import Project
 from tidegate.state.base import StateStore
@@ -38,9 +38,9 @@ class WriterSession:
             )
         return version.spec
 
-    def writer(self) -> PartitionWriter:
-        return PartitionWriter(
-            self.engine, self.state, self.clock, self.project.sources, self.active_spec
+    def executor(self, timer: Timer) -> Executor:
+        return Executor(
+            self.engine, self.state, self.clock, timer, self.project.sources, self.active_spec
         )
 
 

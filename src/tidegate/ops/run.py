@@ -6,13 +6,13 @@ import os
 from dataclasses import dataclass
 
 from tidegate.domain.attempt import AttemptState, RunStatus
-from tidegate.domain.clock import stamp
+from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import ModelSpec, Version
 from tidegate.domain.partitions import PartitionRange, floor, parse_range, to_epoch
 from tidegate.domain.run import Run
-from tidegate.execution.partition import Outcome
+from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
 from tidegate.execution.session import writer_session
 from tidegate.ops.context import Context
@@ -102,11 +102,14 @@ def run(ctx: Context, models: list[str], partition: str | None, kind: str = "run
                 pid=os.getpid(),
             )
         )
-        writer = session.writer()
+        executor = session.executor(SystemTimer())
         outcomes: list[Outcome] = []
         try:
             for version, chosen in plan:
-                outcomes.extend(writer.write(run_id, version, key) for key in chosen)
+                # one partition per batch: a scheduler tick is small, and each partition its own
+                # unit of publish
+                batches = enumerate(PartitionRange(chosen.grain, k.start, k.end) for k in chosen)
+                executor.execute(run_id, version, batches, Options(on_outcome=outcomes.append))
         except KeyboardInterrupt:
             ctx.state.finish_run(
                 run_id, RunStatus.INTERRUPTED, "interrupted (Ctrl-C)", stamp(ctx.clock)

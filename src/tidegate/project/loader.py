@@ -10,13 +10,22 @@ from sqlglot import exp
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.graph import CycleError, topological_order
 from tidegate.domain.ids import looks_like_run_id
-from tidegate.domain.model import CheckSpec, Column, ModelSpec, Severity, Source, WriteMode
+from tidegate.domain.model import (
+    CheckSpec,
+    Column,
+    ModelSpec,
+    Reconciliation,
+    Severity,
+    Source,
+    WriteMode,
+)
 from tidegate.domain.partitions import Grain, parse_partition
 from tidegate.project.config import IDENTIFIER, ProjectFile, read_project_file, sources_of
 from tidegate.project.model_file import ModelFile, read_model_file
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
+    is_valid_aggregate,
     is_valid_predicate,
     line_of,
     parameters,
@@ -189,6 +198,7 @@ def _build_spec(
         except UsageError as error:
             raise ConfigError(model.path, f"start: {error}", model.header_line("start")) from None
     reads = _reads(model, sources, model_names, header.grain)
+    reconciliations = _reconciliations(model, reads)
     return ModelSpec(
         name=name,
         path=model.path,
@@ -204,6 +214,7 @@ def _build_spec(
         checks=_checks(model, column_names),
         upstream=tuple(sorted(t for t in reads if t in model_names)),
         sources=tuple(sorted(t for t in reads if t in sources)),
+        reconciliations=reconciliations,
     )
 
 
@@ -245,3 +256,43 @@ def _table_line(model: ModelFile, table: str, query: exp.Query) -> int | None:
 def _sql_line(model: ModelFile, word: str) -> int | None:
     found = line_of(model.sql, word)
     return None if found is None else model.sql_first_line + found - 1
+
+
+def _reconciliations(model: ModelFile, reads: set[str]) -> tuple[Reconciliation, ...]:
+    declared = model.header.reconciliations
+    if declared and model.header.grain is Grain.KEY:
+        raise ConfigError(
+            model.path,
+            "reconciliations: only time-partitioned models reconcile per partition",
+            model.header_line("reconciliations"),
+        )
+    found: list[Reconciliation] = []
+    for index, item in enumerate(declared):
+        line = model.header_line("reconciliations")
+        if item.source not in reads:
+            raise ConfigError(
+                model.path,
+                f"reconciliations[{index}]: source {item.source!r} is not a table the model reads",
+                line,
+            )
+        for field in ("source_expression", "target_expression"):
+            if not is_valid_aggregate(getattr(item, field)):
+                raise ConfigError(
+                    model.path,
+                    f"reconciliations[{index}]: {field} is not an aggregate expression",
+                    line,
+                )
+        if not IDENTIFIER.match(item.name) or item.name in {r.name for r in found}:
+            raise ConfigError(
+                model.path, f"reconciliations[{index}]: name {item.name!r} is not unique", line
+            )
+        found.append(
+            Reconciliation(
+                item.name,
+                item.source,
+                item.source_expression,
+                item.target_expression,
+                format(item.tolerance, "g"),
+            )
+        )
+    return tuple(found)

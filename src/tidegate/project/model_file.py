@@ -57,6 +57,14 @@ CheckDecl = Annotated[
 ]
 
 
+class ReconciliationDecl(_Strict):
+    name: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    source_expression: str = Field(min_length=1)
+    target_expression: str = Field(min_length=1)
+    tolerance: float = Field(default=0, ge=0)
+
+
 class ModelHeader(_Strict):
     kind: Literal["sql"] = "sql"
     grain: Grain
@@ -69,6 +77,7 @@ class ModelHeader(_Strict):
     schedule: str | None = None
     columns: dict[str, str] = Field(min_length=1)
     checks: list[CheckDecl] = []
+    reconciliations: list[ReconciliationDecl] = []
 
 
 class ModelFile(BaseModel):

@@ -148,3 +148,17 @@ def is_valid_predicate(text: str) -> bool:
     except SqlglotError:
         return False
     return parsed is not None and not isinstance(parsed, exp.Query)
+
+
+def is_valid_aggregate(text: str) -> bool:
+    """An expression that aggregates rows (sum, count, …), nothing that could write."""
+    try:
+        parsed = sqlglot.parse_one(text, dialect=DIALECT)
+    except SqlglotError:
+        return False
+    return (
+        parsed is not None
+        and not isinstance(parsed, exp.Query)
+        and parsed.find(exp.AggFunc) is not None
+        and parsed.find(exp.Query) is None
+    )

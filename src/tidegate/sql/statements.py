@@ -151,40 +151,55 @@ def count_rows(source: exp.Table, where: exp.Expr | None = None) -> str:
     return _sql(select.where(where) if where is not None else select)
 
 
-def check_measure(check: CheckSpec, source: exp.Table) -> str:
-    """A query returning one integer: violations, or the row count for `row_count`."""
+def _violations(check: CheckSpec) -> exp.Expr | None:
+    """The rows a check counts as violations (None: every row, for `row_count`)."""
     params: dict[str, Any] = dict(check.params)
     if check.kind == "row_count":
-        return count_rows(source)
+        return None
     if check.kind == "not_null":
-        nulls = [exp.Is(this=column(c), expression=exp.Null()) for c in params["columns"]]
-        return count_rows(source, exp.or_(*nulls))
-    if check.kind == "unique":
-        keys = [column(c) for c in params["columns"]]
-        not_null = exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
-        repeated = (
-            exp.select(*keys)
-            .from_(source)
-            .where(not_null)
-            .group_by(*[k.copy() for k in keys])
-            .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
-        )
-        return _sql(exp.select(exp.Count(this=exp.Star())).from_(repeated.subquery("repeated")))
+        return exp.or_(*[exp.Is(this=column(c), expression=exp.Null()) for c in params["columns"]])
     if check.kind == "accepted_values":
         col = column(params["column"])
         outside = exp.not_(col.isin(*[exp.convert(v) for v in params["values"]]))
-        present = exp.not_(exp.Is(this=col.copy(), expression=exp.Null()))
-        return count_rows(source, exp.and_(present, outside))
+        return exp.and_(exp.not_(exp.Is(this=col.copy(), expression=exp.Null())), outside)
     if check.kind == "expression":
         predicate = sqlglot.parse_one(params["expression"], dialect=DIALECT)
-        return count_rows(
-            source, exp.not_(exp.Coalesce(this=exp.paren(predicate), expressions=[exp.false()]))
-        )
+        return exp.not_(exp.Coalesce(this=exp.paren(predicate), expressions=[exp.false()]))
     if check.kind == "partition_bounds":
         inside = partition_predicate(params["column"], bool(params.get("keyed")))
         is_null = exp.Is(this=column(params["column"]), expression=exp.Null())
-        return count_rows(source, exp.or_(is_null, exp.not_(exp.paren(inside))))
+        return exp.or_(is_null, exp.not_(exp.paren(inside)))
     raise ValueError(f"no measurement for check kind {check.kind!r}")
+
+
+def check_measure(check: CheckSpec, source: exp.Table, by: exp.Expr | None = None) -> str:
+    """Violations of a check (the row count for `row_count`): one integer, or with `by` one
+    (bucket, integer) row per partition that has any."""
+    count = exp.Count(this=exp.Star())
+    if check.kind == "unique":
+        keys = [column(c) for c in check.params["columns"]]
+        bucketed = [by.copy()] if by is not None else []
+        not_null = exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
+        repeated = (
+            exp.select(*[b.as_("bucket") for b in bucketed], *keys)
+            .from_(source)
+            .where(not_null)
+            .group_by(*[b.copy() for b in bucketed], *[k.copy() for k in keys])
+            .having(exp.GT(this=count.copy(), expression=exp.Literal.number(1)))
+            .subquery("repeated")
+        )
+        if by is None:
+            return _sql(exp.select(count).from_(repeated))
+        return _sql(
+            exp.select(exp.column("bucket"), count).from_(repeated).group_by(exp.column("bucket"))
+        )
+    where = _violations(check)
+    if by is None:
+        return count_rows(source, where)
+    select = exp.select(by.as_("bucket"), count).from_(source)
+    if where is not None:
+        select = select.where(where)
+    return _sql(select.group_by(exp.column("bucket")))
 
 
 def markers_ddl() -> str:
@@ -281,3 +296,55 @@ def published_columns() -> str:
         )
         .order_by(column("ordinal_position"))
     )
+
+
+def bucket(column_name: str, grain: str) -> exp.Expr:
+    """The start (epoch seconds) of the time partition a row's column value falls in."""
+    truncated = exp.TimestampTrunc(
+        this=exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP), unit=exp.var(grain)
+    )
+    return exp.cast(exp.TimeToUnix(this=truncated), exp.DataType.Type.BIGINT)
+
+
+def _window(column_name: str) -> exp.Expr:
+    return partition_predicate(column_name, keyed=False)
+
+
+def grouped_checksums(
+    source: exp.Table, columns: Sequence[str], bucket_column: str, grain: str, windowed: bool
+) -> str:
+    """Per time partition: (partition start, row count, digest) — one query for a whole batch."""
+    hashed = exp.cast(row_hash(columns), exp.DataType.Type.INT128)
+    digest = exp.Mod(
+        this=exp.Coalesce(this=exp.Sum(this=hashed), expressions=[exp.Literal.number(0)]),
+        expression=exp.Literal.number(2**64),
+    )
+    key = bucket(bucket_column, grain)
+    select = exp.select(
+        key.as_("bucket"), exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR")
+    ).from_(source)
+    if windowed:
+        select = select.where(_window(bucket_column))
+    return _sql(select.group_by(exp.column("bucket")))
+
+
+def grouped_aggregates(
+    source: exp.Table, bucket_column: str, grain: str, expressions: Sequence[str]
+) -> str:
+    """Per time partition in the $start/$end window: the given aggregate expressions."""
+    aggregates = [sqlglot.parse_one(text, dialect=DIALECT) for text in expressions]
+    key = bucket(bucket_column, grain)
+    select = (
+        exp.select(key.as_("bucket"), *[exp.cast(a, "VARCHAR") for a in aggregates])
+        .from_(source)
+        .where(_window(bucket_column))
+        .group_by(exp.column("bucket"))
+    )
+    return _sql(select)
+
+
+def aggregates(source: exp.Table, expressions: Sequence[str], where: exp.Expr | None) -> str:
+    """The given aggregate expressions over a whole table (or the rows `where` selects)."""
+    values = [exp.cast(sqlglot.parse_one(t, dialect=DIALECT), "VARCHAR") for t in expressions]
+    select = exp.select(*values).from_(source)
+    return _sql(select.where(where) if where is not None else select)

@@ -6,14 +6,15 @@ before and outcome after, and is reconciled from the markers after a crash.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.model import Version
-from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
+from tidegate.domain.reconciliation import ReconciliationResult
+from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,25 @@ class StateStore(Protocol):
     # runs and attempts
     def create_run(self, run: Run) -> None: ...
 
-    def finish_run(self, run_id: str, status: RunStatus, reason: str | None, at: str) -> None: ...
+    def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        reason: str | None,
+        at: str,
+        trigger: str | None = None,
+    ) -> None: ...
+
+    def reopen_run(self, run_id: str, pid: int) -> None:
+        """Mark a stopped or failed run running again, for `resume`."""
+
+    def request_stop(self, run_id: str, at: str) -> None:
+        """Ask a running run to stop after its in-flight batches. Idempotent."""
+
+    def stop_requested(self, run_id: str) -> bool: ...
+
+    def runs(self, kind: str | None = None, limit: int = 50) -> list[Run]:
+        """Newest runs first."""
 
     def get_run(self, run_id: str) -> Run | None: ...
 
@@ -82,6 +101,9 @@ class StateStore(Protocol):
 
     def create_attempt(self, attempt: Attempt) -> None:
         """Record the intent to write a partition (state pending)."""
+
+    def create_attempts(self, attempts: Sequence[Attempt], batch: int | None = None) -> None:
+        """Record the intent to write several partitions, in one transaction."""
 
     def move_attempt(
         self,
@@ -94,12 +116,33 @@ class StateStore(Protocol):
     ) -> None:
         """Move an attempt along its state machine; publishing goes through `publish`."""
 
+    def move_attempts(
+        self,
+        moves: Sequence[tuple[str, int | None, str | None, str | None]],
+        state: AttemptState,
+        at: str,
+    ) -> None:
+        """Move attempts (attempt_id, rows, checksum, error) to `state` in one transaction.
+
+        Raises IllegalTransition, changing nothing, if one is not in a state that may move there.
+        """
+
+    def record_audits(self, audits: Sequence[Audit], at: str) -> None:
+        """Record what auditing found and move the staged attempts to audited."""
+
+    def reconciliations(self, attempt_id: str) -> list[ReconciliationResult]: ...
+
     def publish(self, attempt_id: str, at: str) -> None:
-        """Mark an attempt published and make it its partition's published attempt."""
+        """Mark an audited attempt published and make it its partition's published attempt."""
+
+    def publish_many(self, attempt_ids: Sequence[str], at: str) -> None:
+        """`publish` for several attempts in one transaction."""
 
     def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None: ...
 
     def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None: ...
+
+    def record_inputs_many(self, inputs: Mapping[str, Sequence[Input]]) -> None: ...
 
     def get_attempt(self, attempt_id: str) -> Attempt | None: ...
 

@@ -10,6 +10,7 @@ from tidegate.domain.model import (
     CheckSpec,
     Column,
     ModelSpec,
+    Reconciliation,
     Severity,
     Version,
     WriteMode,
@@ -34,6 +35,10 @@ def spec_to_json(spec: ModelSpec) -> str:
             "checks": [[c.name, c.kind, c.severity.value, dict(c.params)] for c in spec.checks],
             "upstream": list(spec.upstream),
             "sources": list(spec.sources),
+            "reconciliations": [
+                [r.name, r.source, r.source_expression, r.target_expression, r.tolerance]
+                for r in spec.reconciliations
+            ],
         },
         sort_keys=True,
     )
@@ -59,6 +64,7 @@ def spec_from_json(text: str) -> ModelSpec:
         ),
         upstream=tuple(data["upstream"]),
         sources=tuple(data["sources"]),
+        reconciliations=tuple(Reconciliation(*r) for r in data.get("reconciliations", [])),
     )
 
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.attempt import AttemptState, IllegalTransition, RunStatus, predecessors
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.errors import StateStoreError
 from tidegate.domain.model import Severity, Version
-from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
+from tidegate.domain.reconciliation import ReconciliationResult
+from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
 from tidegate.state.base import Event, ModelState
 from tidegate.state.codec import version_from_row, version_row
 
@@ -38,6 +40,8 @@ SCHEMA_VERSION = max(number for number, _ in migrations())
 class SQLiteStateStore:
     def __init__(self, path: Path) -> None:
         self.path = path
+        # One connection shared by the coordinator and worker threads, one statement at a time.
+        self._lock = threading.RLock()
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._con = sqlite3.connect(
@@ -80,19 +84,22 @@ class SQLiteStateStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._con.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._con
-        except BaseException:
-            self._con.execute("ROLLBACK")
-            raise
-        self._con.execute("COMMIT")
+        with self._lock:
+            self._con.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._con
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            self._con.execute("COMMIT")
 
     def _all(self, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return list(self._con.execute(query, params).fetchall())
+        with self._lock:
+            return list(self._con.execute(query, params).fetchall())
 
     def _one(self, query: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._con.execute(query, params).fetchone()
+        with self._lock:
+            row: sqlite3.Row | None = self._con.execute(query, params).fetchone()
         return row
 
     # versions ---------------------------------------------------------------------------
@@ -212,7 +219,8 @@ class SQLiteStateStore:
         with self._tx() as con:
             con.execute(
                 "INSERT INTO runs (run_id, kind, models, partitions, params, requester, status, "
-                "reason, pid, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "reason, pid, started_at, ended_at, plan, plan_hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.run_id,
                     run.kind,
@@ -225,15 +233,52 @@ class SQLiteStateStore:
                     run.pid,
                     run.started_at,
                     run.ended_at,
+                    run.plan,
+                    run.plan_hash,
                 ),
             )
 
-    def finish_run(self, run_id: str, status: RunStatus, reason: str | None, at: str) -> None:
+    def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        reason: str | None,
+        at: str,
+        trigger: str | None = None,
+    ) -> None:
         with self._tx() as con:
             con.execute(
-                "UPDATE runs SET status = ?, reason = ?, ended_at = ? WHERE run_id = ?",
-                (status.value, reason, at, run_id),
+                "UPDATE runs SET status = ?, reason = ?, ended_at = ?, trigger = ? "
+                "WHERE run_id = ?",
+                (status.value, reason, at, trigger, run_id),
             )
+
+    def reopen_run(self, run_id: str, pid: int) -> None:
+        with self._tx() as con:
+            con.execute(
+                "UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL, "
+                "trigger = NULL, stop_requested_at = NULL, pid = ? WHERE run_id = ?",
+                (pid, run_id),
+            )
+
+    def request_stop(self, run_id: str, at: str) -> None:
+        with self._tx() as con:
+            con.execute(
+                "UPDATE runs SET stop_requested_at = coalesce(stop_requested_at, ?) "
+                "WHERE run_id = ?",
+                (at, run_id),
+            )
+
+    def stop_requested(self, run_id: str) -> bool:
+        row = self._one("SELECT stop_requested_at FROM runs WHERE run_id = ?", (run_id,))
+        return bool(row and row[0])
+
+    def runs(self, kind: str | None = None, limit: int = 50) -> list[Run]:
+        rows = self._all(
+            "SELECT * FROM runs WHERE ? IS NULL OR kind = ? ORDER BY run_id DESC LIMIT ?",
+            (kind, kind, limit),
+        )
+        return [self._run(r) for r in rows]
 
     @staticmethod
     def _run(row: sqlite3.Row) -> Run:
@@ -249,6 +294,10 @@ class SQLiteStateStore:
             pid=row["pid"],
             reason=row["reason"],
             ended_at=row["ended_at"],
+            plan=row["plan"],
+            plan_hash=row["plan_hash"],
+            trigger=row["trigger"],
+            stop_requested_at=row["stop_requested_at"],
         )
 
     def get_run(self, run_id: str) -> Run | None:
@@ -269,36 +318,47 @@ class SQLiteStateStore:
 
     # attempts -----------------------------------------------------------------------------
     def create_attempt(self, attempt: Attempt) -> None:
+        self.create_attempts([attempt])
+
+    def create_attempts(self, attempts: Sequence[Attempt], batch: int | None = None) -> None:
         with self._tx() as con:
-            con.execute(
+            con.executemany(
                 "INSERT INTO attempts (attempt_id, run_id, model, grain, partition_start, "
-                "partition_end, version_id, state, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    attempt.attempt_id,
-                    attempt.run_id,
-                    attempt.model,
-                    attempt.grain,
-                    attempt.partition_start,
-                    attempt.partition_end,
-                    attempt.version_id,
-                    attempt.state.value,
-                    attempt.started_at,
-                ),
+                "partition_end, version_id, state, started_at, batch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        a.attempt_id,
+                        a.run_id,
+                        a.model,
+                        a.grain,
+                        a.partition_start,
+                        a.partition_end,
+                        a.version_id,
+                        a.state.value,
+                        a.started_at,
+                        batch,
+                    )
+                    for a in attempts
+                ],
             )
-            con.execute(
+            con.executemany(
                 "INSERT INTO partitions (model, grain, partition_start, partition_end, "
                 "last_attempt_id, last_state) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (model, partition_start) DO UPDATE SET "
                 "last_attempt_id = excluded.last_attempt_id, last_state = excluded.last_state, "
                 "last_error = NULL",
-                (
-                    attempt.model,
-                    attempt.grain,
-                    attempt.partition_start,
-                    attempt.partition_end,
-                    attempt.attempt_id,
-                    attempt.state.value,
-                ),
+                [
+                    (
+                        a.model,
+                        a.grain,
+                        a.partition_start,
+                        a.partition_end,
+                        a.attempt_id,
+                        a.state.value,
+                    )
+                    for a in attempts
+                ],
             )
 
     def move_attempt(
@@ -310,35 +370,63 @@ class SQLiteStateStore:
         checksum: str | None = None,
         error: str | None = None,
     ) -> None:
+        self.move_attempts([(attempt_id, rows, checksum, error)], state, at)
+
+    def move_attempts(
+        self,
+        moves: Sequence[tuple[str, int | None, str | None, str | None]],
+        state: AttemptState,
+        at: str,
+    ) -> None:
+        """(attempt_id, rows, checksum, error) for each attempt moved to `state`."""
+        allowed = sorted(s.value for s in predecessors(state))
         ended = at if state.terminal else None
         with self._tx() as con:
-            con.execute(
-                "UPDATE attempts SET state = ?, ended_at = coalesce(?, ended_at), "
-                "row_count = coalesce(?, row_count), checksum = coalesce(?, checksum), "
-                "error = coalesce(?, error) WHERE attempt_id = ?",
-                (state.value, ended, rows, checksum, error, attempt_id),
-            )
-            con.execute(
-                "UPDATE partitions SET last_state = ?, last_error = ? WHERE last_attempt_id = ?",
-                (state.value, error, attempt_id),
-            )
+            for attempt_id, rows, checksum, error in moves:
+                moved = con.execute(
+                    "UPDATE attempts SET state = ?, ended_at = coalesce(?, ended_at), "
+                    "row_count = coalesce(?, row_count), checksum = coalesce(?, checksum), "
+                    "error = coalesce(?, error) WHERE attempt_id = ? "
+                    "AND state IN (SELECT value FROM json_each(?))",
+                    (state.value, ended, rows, checksum, error, attempt_id, json.dumps(allowed)),
+                )
+                if moved.rowcount != 1:
+                    raise IllegalTransition(
+                        f"attempt {attempt_id} cannot move to {state.value} from its state"
+                    )
+                con.execute(
+                    "UPDATE partitions SET last_state = ?, last_error = ? "
+                    "WHERE last_attempt_id = ?",
+                    (state.value, error, attempt_id),
+                )
 
     def publish(self, attempt_id: str, at: str) -> None:
+        self.publish_many([attempt_id], at)
+
+    def publish_many(self, attempt_ids: Sequence[str], at: str) -> None:
         with self._tx() as con:
-            con.execute(
-                "UPDATE attempts SET state = 'published', ended_at = ? WHERE attempt_id = ?",
-                (at, attempt_id),
-            )
-            con.execute(
-                "UPDATE partitions SET version_id = a.version_id, run_id = a.run_id, "
-                "attempt_id = a.attempt_id, row_count = a.row_count, checksum = a.checksum, "
-                "published_at = ?, last_state = CASE WHEN last_attempt_id = a.attempt_id "
-                "THEN 'published' ELSE last_state END "
-                "FROM (SELECT * FROM attempts WHERE attempt_id = ?) AS a "
-                "WHERE partitions.model = a.model "
-                "AND partitions.partition_start = a.partition_start",
-                (at, attempt_id),
-            )
+            for attempt_id in attempt_ids:
+                self._publish_one(con, attempt_id, at)
+
+    @staticmethod
+    def _publish_one(con: sqlite3.Connection, attempt_id: str, at: str) -> None:
+        moved = con.execute(
+            "UPDATE attempts SET state = 'published', ended_at = ? "
+            "WHERE attempt_id = ? AND state = 'audited'",
+            (at, attempt_id),
+        )
+        if moved.rowcount != 1:
+            raise IllegalTransition(f"attempt {attempt_id} is not audited; it cannot publish")
+        con.execute(
+            "UPDATE partitions SET version_id = a.version_id, run_id = a.run_id, "
+            "attempt_id = a.attempt_id, row_count = a.row_count, checksum = a.checksum, "
+            "published_at = ?, last_state = CASE WHEN last_attempt_id = a.attempt_id "
+            "THEN 'published' ELSE last_state END "
+            "FROM (SELECT * FROM attempts WHERE attempt_id = ?) AS a "
+            "WHERE partitions.model = a.model "
+            "AND partitions.partition_start = a.partition_start",
+            (at, attempt_id),
+        )
 
     def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None:
         with self._tx() as con:
@@ -358,7 +446,66 @@ class SQLiteStateStore:
                 ],
             )
 
+    def record_audits(self, audits: Sequence[Audit], at: str) -> None:
+        """Checks, reconciliations, rows and checksum of staged attempts; moves them to audited."""
+        with self._tx() as con:
+            for audit in audits:
+                moved = con.execute(
+                    "UPDATE attempts SET state = 'audited', row_count = ?, checksum = ? "
+                    "WHERE attempt_id = ? AND state = 'staged'",
+                    (audit.rows, audit.checksum, audit.attempt_id),
+                )
+                if moved.rowcount != 1:
+                    raise IllegalTransition(f"attempt {audit.attempt_id} is not staged")
+                con.execute(
+                    "UPDATE partitions SET last_state = 'audited' WHERE last_attempt_id = ?",
+                    (audit.attempt_id,),
+                )
+                con.executemany(
+                    "INSERT OR REPLACE INTO check_results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            audit.attempt_id,
+                            r.name,
+                            r.kind,
+                            r.severity.value,
+                            int(r.passed),
+                            r.measured,
+                            r.message,
+                        )
+                        for r in audit.checks
+                    ],
+                )
+                con.executemany(
+                    "INSERT OR REPLACE INTO reconciliations VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            audit.attempt_id,
+                            r.name,
+                            r.source_value,
+                            r.target_value,
+                            r.tolerance,
+                            int(r.passed),
+                        )
+                        for r in audit.reconciliations
+                    ],
+                )
+
+    def reconciliations(self, attempt_id: str) -> list[ReconciliationResult]:
+        rows = self._all(
+            "SELECT * FROM reconciliations WHERE attempt_id = ? ORDER BY rowid", (attempt_id,)
+        )
+        return [
+            ReconciliationResult(
+                r["name"], r["source_value"], r["target_value"], r["tolerance"], bool(r["passed"])
+            )
+            for r in rows
+        ]
+
     def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None:
+        self.record_inputs_many({attempt_id: inputs})
+
+    def record_inputs_many(self, inputs: Mapping[str, Sequence[Input]]) -> None:
         with self._tx() as con:
             con.executemany(
                 "INSERT OR REPLACE INTO attempt_inputs VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -372,7 +519,8 @@ class SQLiteStateStore:
                         i.fingerprint,
                         json.dumps(list(i.upstream_attempts)),
                     )
-                    for i in inputs
+                    for attempt_id, read in inputs.items()
+                    for i in read
                 ],
             )
 
@@ -392,6 +540,7 @@ class SQLiteStateStore:
             rows=row["row_count"],
             checksum=row["checksum"],
             error=row["error"],
+            batch=row["batch"],
         )
 
     def get_attempt(self, attempt_id: str) -> Attempt | None:

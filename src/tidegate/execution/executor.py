@@ -1,0 +1,419 @@
+"""The coordinator: batches computed and audited in parallel, published by one serial publisher.
+
+Throttled (at most `max_concurrency` batches in flight, at most `rate_per_minute` batch starts
+in any sliding minute), stoppable between batches, halted by the first stop-loss that fires.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from tidegate.domain.attempt import AttemptState
+from tidegate.domain.backfill import Progress, StopLoss, Trigger, fired, next_start_delay
+from tidegate.domain.clock import Clock, Timer, stamp
+from tidegate.domain.errors import EngineError
+from tidegate.domain.ids import new_attempt_id
+from tidegate.domain.model import ModelSpec, Source, Version
+from tidegate.domain.partitions import PartitionKey, PartitionRange
+from tidegate.domain.run import Attempt, Audit
+from tidegate.engines.base import CommitMarker, Engine, Target
+from tidegate.execution.crash import crash_point
+from tidegate.execution.inputs import read_inputs
+from tidegate.execution.unit import Computed, ReadFrom, Unit, compute
+from tidegate.state.base import StateStore
+
+NO_STOP_LOSS = StopLoss(halt_on_check_failure=False, halt_on_reconciliation_mismatch=False)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    model: str
+    partition: PartitionKey
+    label: str
+    attempt_id: str
+    state: AttemptState
+    rows: int | None = None
+    checksum: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    max_concurrency: int = 1
+    rate_per_minute: int | None = None
+    stop_loss: StopLoss = NO_STOP_LOSS
+    stop_requested: Callable[[], bool] = lambda: False
+    on_outcome: Callable[[Outcome], None] = lambda _: None
+    on_batch: Callable[[int, PartitionRange, float], None] = lambda *_: None
+
+
+@dataclass
+class Report:
+    published: int = 0
+    failed: int = 0
+    skipped: int = 0
+    rows: int = 0
+    progress: Progress = field(default_factory=Progress)
+    trigger: Trigger | None = None
+    stopped: bool = False
+
+
+@dataclass
+class Executor:
+    engine: Engine
+    state: StateStore
+    clock: Clock
+    timer: Timer
+    sources: Mapping[str, Source]
+    upstream_spec: Callable[[str], ModelSpec]
+
+    def execute(
+        self,
+        run_id: str,
+        version: Version,
+        batches: Iterable[tuple[int, PartitionRange]],
+        options: Options,
+    ) -> Report:
+        report = Report()
+        began = self.timer.monotonic()
+        starts: list[float] = []
+        inflight: dict[Future[Computed], Unit] = {}
+        pending: Iterator[tuple[int, PartitionRange]] = iter(batches)
+        exhausted = False
+        with (
+            self._handles(options.max_concurrency) as handles,
+            ThreadPoolExecutor(
+                max_workers=options.max_concurrency, thread_name_prefix="tidegate-batch"
+            ) as pool,
+        ):
+            while True:
+                for future in [f for f in inflight if f.done()]:
+                    self._finish(
+                        run_id, version, inflight.pop(future), future.result(), report, options
+                    )
+                    report.progress = replace(
+                        report.progress, elapsed_seconds=self.timer.monotonic() - began
+                    )
+                    if report.trigger is None:
+                        report.trigger = fired(options.stop_loss, report.progress, self._last_label)
+                if report.trigger is None and not report.stopped and options.stop_requested():
+                    report.stopped = True
+                halted = report.trigger is not None or report.stopped
+                if (halted or exhausted) and not inflight:
+                    return report
+                if halted or exhausted or len(inflight) >= options.max_concurrency:
+                    wait(inflight, return_when=FIRST_COMPLETED)
+                    continue
+                delay = next_start_delay(starts, self.timer.monotonic(), options.rate_per_minute)
+                if delay > 0:
+                    if inflight:
+                        wait(inflight, timeout=delay, return_when=FIRST_COMPLETED)
+                    else:
+                        self.timer.sleep(delay)
+                    continue
+                try:
+                    index, batch = next(pending)
+                except StopIteration:
+                    exhausted = True
+                    continue
+                starts.append(self.timer.monotonic())
+                options.on_batch(index, batch, starts[-1])
+                for unit in self._prepare(run_id, version, index, batch, report, options):
+                    future = pool.submit(self._compute, handles, version, unit)
+                    inflight[future] = unit
+
+    _last_label: str = ""
+
+    @contextmanager
+    def _handles(self, count: int) -> Iterator[queue.Queue[Engine]]:
+        handles: queue.Queue[Engine] = queue.Queue()
+        opened = [self.engine.handle() for _ in range(count)]
+        for handle in opened:
+            handles.put(handle)
+        try:
+            yield handles
+        finally:
+            for handle in opened:
+                handle.close()
+
+    def _compute(self, handles: queue.Queue[Engine], version: Version, unit: Unit) -> Computed:
+        handle = handles.get()
+        try:
+            return compute(handle, version, unit, self._read_from(version.spec), self._staged)
+        finally:
+            handles.put(handle)
+
+    def _staged(self, unit: Unit) -> None:
+        self.state.move_attempts(
+            [(a, None, None, None) for a in unit.attempts.values()],
+            AttemptState.STAGED,
+            stamp(self.clock),
+        )
+
+    def _read_from(self, spec: ModelSpec) -> dict[str, ReadFrom]:
+        found = {
+            name: ReadFrom(self.sources[name].table, self.sources[name].time_column)
+            for name in spec.sources
+        }
+        for name in spec.upstream:
+            found[name] = ReadFrom(name, self.upstream_spec(name).partition_column)
+        return found
+
+    def _prepare(
+        self,
+        run_id: str,
+        version: Version,
+        index: int,
+        batch: PartitionRange,
+        report: Report,
+        options: Options,
+    ) -> list[Unit]:
+        """Record the intent for every partition of the batch, check inputs, split into units."""
+        spec = version.spec
+        partitions = list(batch)
+        now = stamp(self.clock)
+        attempts = {
+            p.start: Attempt(
+                attempt_id=new_attempt_id(),
+                run_id=run_id,
+                model=spec.name,
+                grain=spec.grain.value,
+                partition_start=p.start,
+                partition_end=p.end,
+                version_id=version.version_id,
+                state=AttemptState.PENDING,
+                started_at=now,
+            )
+            for p in partitions
+        }
+        self.state.create_attempts(list(attempts.values()), batch=index)
+        crash_point("after_intent")
+        try:
+            plan = read_inputs(
+                self.engine, self.state, spec, self.sources, self.upstream_spec, batch, partitions
+            )
+        except EngineError as error:
+            self._fail(
+                spec,
+                partitions,
+                attempts,
+                {p.start: str(error) for p in partitions},
+                report,
+                options,
+            )
+            return []
+        report.progress = replace(
+            report.progress, source_rows=report.progress.source_rows + plan.source_rows
+        )
+        skipped = [p for p in partitions if p.start in plan.missing]
+        if skipped:
+            self.state.move_attempts(
+                [
+                    (attempts[p.start].attempt_id, None, None, plan.missing[p.start])
+                    for p in skipped
+                ],
+                AttemptState.SKIPPED,
+                stamp(self.clock),
+            )
+            for p in skipped:
+                report.skipped += 1
+                options.on_outcome(
+                    Outcome(
+                        spec.name,
+                        p,
+                        p.label(spec.keys),
+                        attempts[p.start].attempt_id,
+                        AttemptState.SKIPPED,
+                        reason=plan.missing[p.start],
+                    )
+                )
+        ready = [p for p in partitions if p.start not in plan.missing]
+        if not ready:
+            return []
+        self.state.record_inputs_many(
+            {attempts[p.start].attempt_id: plan.inputs[p.start] for p in ready}
+        )
+        self.state.move_attempts(
+            [(attempts[p.start].attempt_id, None, None, None) for p in ready],
+            AttemptState.RUNNING,
+            stamp(self.clock),
+        )
+        return [
+            Unit(
+                PartitionRange(spec.grain, run[0].start, run[-1].end),
+                tuple(run),
+                {p.start: attempts[p.start].attempt_id for p in run},
+                index,
+            )
+            for run in _consecutive(ready)
+        ]
+
+    def _finish(
+        self,
+        run_id: str,
+        version: Version,
+        unit: Unit,
+        computed: Computed,
+        report: Report,
+        options: Options,
+    ) -> None:
+        spec = version.spec
+        attempts = unit.attempts
+        self._last_label = unit.partitions[-1].label(spec.keys)
+        if computed.error is not None or not computed.checksums:
+            if computed.checks:
+                for start, results in computed.checks.items():
+                    self.state.record_checks(attempts[start], results)
+            reason = computed.error or "; ".join(computed.problems(unit.partitions[0].start))
+            self.engine.drop_staging(computed.staging)
+            self._fail(
+                spec,
+                list(unit.partitions),
+                attempts,
+                {p.start: reason for p in unit.partitions},
+                report,
+                options,
+                check_failure=computed.error is None,
+            )
+            return
+        self.state.record_audits(
+            [
+                Audit(
+                    attempts[p.start],
+                    computed.checksums[p.start].rows,
+                    str(computed.checksums[p.start]),
+                    tuple(computed.checks[p.start]),
+                    tuple(computed.reconciliations.get(p.start, [])),
+                )
+                for p in unit.partitions
+            ],
+            stamp(self.clock),
+        )
+        crash_point("after_audit")
+        problems = {p.start: computed.problems(p.start) for p in unit.partitions}
+        if any(problems.values()):
+            first = next(p for p in unit.partitions if problems[p.start])
+            reasons = {
+                p.start: "; ".join(problems[p.start])
+                or f"not published: {first.label(spec.keys)} in the same batch failed"
+                for p in unit.partitions
+            }
+            self.engine.drop_staging(computed.staging)
+            mismatch = any(not r.passed for rs in computed.reconciliations.values() for r in rs)
+            self._fail(
+                spec,
+                list(unit.partitions),
+                attempts,
+                reasons,
+                report,
+                options,
+                check_failure=any(r.blocks for rs in computed.checks.values() for r in rs),
+                mismatch=mismatch,
+            )
+            return
+        published_at = stamp(self.clock)
+        markers = [
+            CommitMarker(
+                attempt_id=attempts[p.start],
+                model=spec.name,
+                grain=spec.grain.value,
+                partition_start=p.start,
+                partition_end=p.end,
+                run_id=run_id,
+                version_id=version.version_id,
+                checksum=str(computed.checksums[p.start]),
+                published_at=published_at,
+            )
+            for p in unit.partitions
+        ]
+        target = Target(spec.name, spec.columns, spec.partition_column, bool(spec.keys))
+        try:
+            self.engine.publish(target, computed.staging, unit.bounds(spec), markers)
+        except EngineError as error:
+            self.engine.drop_staging(computed.staging)
+            self._fail(
+                spec,
+                list(unit.partitions),
+                attempts,
+                {p.start: str(error) for p in unit.partitions},
+                report,
+                options,
+            )
+            return
+        crash_point("after_publish")
+        self.state.publish_many([attempts[p.start] for p in unit.partitions], published_at)
+        crash_point("after_ledger")
+        for p in unit.partitions:
+            checksum = computed.checksums[p.start]
+            report.published += 1
+            report.rows += checksum.rows
+            options.on_outcome(
+                Outcome(
+                    spec.name,
+                    p,
+                    p.label(spec.keys),
+                    attempts[p.start],
+                    AttemptState.PUBLISHED,
+                    checksum.rows,
+                    str(checksum),
+                )
+            )
+        report.progress = replace(report.progress, done=report.progress.done + len(unit.partitions))
+
+    def _fail(
+        self,
+        spec: ModelSpec,
+        partitions: list[PartitionKey],
+        attempts: Mapping[int, str | Attempt],
+        reasons: Mapping[int, str],
+        report: Report,
+        options: Options,
+        check_failure: bool = False,
+        mismatch: bool = False,
+    ) -> None:
+        ids = {p.start: _attempt_id(attempts[p.start]) for p in partitions}
+        self.state.move_attempts(
+            [(ids[p.start], None, None, reasons[p.start]) for p in partitions],
+            AttemptState.FAILED,
+            stamp(self.clock),
+        )
+        for p in partitions:
+            report.failed += 1
+            options.on_outcome(
+                Outcome(
+                    spec.name,
+                    p,
+                    p.label(spec.keys),
+                    ids[p.start],
+                    AttemptState.FAILED,
+                    reason=reasons[p.start],
+                )
+            )
+        progress = report.progress
+        report.progress = replace(
+            progress,
+            done=progress.done + len(partitions),
+            failed=progress.failed + len(partitions),
+            check_failures=progress.check_failures + int(check_failure),
+            reconciliation_mismatches=progress.reconciliation_mismatches + int(mismatch),
+        )
+
+
+def _attempt_id(attempt: str | Attempt) -> str:
+    return attempt if isinstance(attempt, str) else attempt.attempt_id
+
+
+def _consecutive(partitions: list[PartitionKey]) -> Iterator[list[PartitionKey]]:
+    """Split partitions into runs without gaps (each run becomes one unit)."""
+    run: list[PartitionKey] = []
+    for partition in partitions:
+        if run and (run[-1].end != partition.start or partition.grain.value == "key"):
+            yield run
+            run = []
+        run.append(partition)
+    if run:
+        yield run

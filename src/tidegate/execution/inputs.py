@@ -1,0 +1,99 @@
+"""What a batch of partitions reads, and whether its inputs are complete.
+
+A partition runs only when every upstream model partition in its window is published and each
+source it reads has rows in its window: missing input means `skipped`, never published empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tidegate.domain.model import ModelSpec, Source
+from tidegate.domain.partitions import IntervalSet, PartitionKey, PartitionRange, floor
+from tidegate.domain.run import Input
+from tidegate.engines.base import Engine, bound_values, window_bounds
+from tidegate.state.base import StateStore
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Per partition start: the inputs it reads, or why it cannot run yet."""
+
+    inputs: dict[int, list[Input]]
+    missing: dict[int, str]
+    source_rows: int
+
+
+def read_inputs(
+    engine: Engine,
+    state: StateStore,
+    spec: ModelSpec,
+    sources: Mapping[str, Source],
+    upstream_spec: Callable[[str], ModelSpec],
+    batch: PartitionRange,
+    partitions: Sequence[PartitionKey],
+) -> ReadPlan:
+    inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
+    missing: dict[int, str] = {}
+    for name in spec.upstream:
+        parent = upstream_spec(name)
+        window = _clip(parent, batch.start, batch.end)
+        rows = state.partitions(name, floor(parent.grain, window[0]), window[1])
+        published = [
+            (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
+        ]
+        have = IntervalSet.of([(s, e) for s, e, _ in published])
+        for partition in partitions:
+            mine = _clip(parent, partition.start, partition.end)
+            gaps = IntervalSet.of([mine]).minus(have)
+            if gaps:
+                shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))
+                missing.setdefault(partition.start, f"upstream not ready: {name} {shown}")
+                continue
+            read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
+            inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
+    source_rows = 0
+    for source in (sources[name] for name in spec.sources):
+        if spec.keys:
+            # a key-list partition has no time window: it reads the whole source
+            for partition in partitions:
+                label = partition.label(spec.keys)
+                whole = engine.source_fingerprint(
+                    source.table, source.time_column, bound_values(partition, label)
+                )
+                source_rows += whole.rows
+                inputs[partition.start].append(
+                    Input(source.name, "source", partition.start, partition.end, str(whole))
+                )
+            continue
+        profiles = engine.source_profile(
+            source.table,
+            source.time_column,
+            spec.grain.value,
+            window_bounds(batch.start, batch.end),
+        )
+        for partition in partitions:
+            profile = profiles.get(partition.start)
+            if profile is None or profile.rows == 0:
+                missing.setdefault(
+                    partition.start, f"source {source.name} has no rows in the partition's window"
+                )
+                continue
+            source_rows += profile.rows
+            inputs[partition.start].append(
+                Input(source.name, "source", partition.start, partition.end, str(profile))
+            )
+    return ReadPlan(inputs, missing, source_rows)
+
+
+def _clip(parent: ModelSpec, start: int, end: int) -> tuple[int, int]:
+    """The window of `parent` that [start, end) reads, from the parent's first partition.
+
+    Key-list partitions have no time window: a model reading one reads all of its keys.
+    """
+    if parent.keys:
+        return 0, len(parent.keys)
+    first = parent.first_partition()
+    begin = max(start, first.start) if first else start
+    return begin, max(begin, end)
