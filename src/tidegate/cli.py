@@ -216,7 +216,7 @@ def run(
     emit(as_json, document, lambda: render.run(result))
     if document["status"] == "failed":
         # The run's own document is the --json answer; the failure is one line on stderr.
-        _fail(f"run {result.run_id} failed: {document['reason']}", 1, as_json=False)
+        fail(f"run {result.run_id} failed: {document['reason']}", 1, as_json=False)
 
 
 @cli.command()
@@ -273,12 +273,21 @@ def history(ctx: Any, as_json: bool, model: str) -> None:
     emit(as_json, document, lambda: render.history(document))
 
 
-def _fail(message: str, code: int, as_json: bool) -> None:
+def fail(message: str, code: int, as_json: bool) -> None:
     message = " ".join(message.splitlines())  # one line, whatever a name in it contains
     if as_json:
         click.echo(json.dumps({"schema": "tidegate.error/v1", "error": message, "exit_code": code}))
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def _register() -> None:
+    from tidegate.cli_backfill import backfill
+
+    cli.add_command(backfill)
+
+
+_register()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -289,20 +298,20 @@ def main(argv: list[str] | None = None) -> None:
     except TidegateError as error:
         if debug:
             raise
-        _fail(str(error), error.exit_code, as_json)
+        fail(str(error), error.exit_code, as_json)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as error:
         if debug:
             raise
-        _fail(error.format_message().replace("\n", " "), 2, as_json)
+        fail(error.format_message().replace("\n", " "), 2, as_json)
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("interrupted", err=True)
         sys.exit(INTERRUPTED_EXIT)
     except Exception as error:  # a bug in tidegate, not a user mistake: still one line
         if debug:
             raise
-        _fail(
+        fail(
             f"internal error: {type(error).__name__}: {error} (rerun with --debug for the "
             "traceback)",
             1,

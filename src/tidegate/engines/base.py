@@ -159,5 +159,8 @@ class Engine(Protocol):
     def staging_tables(self) -> list[str]:
         """Names of staging tables present. Read-only."""
 
+    def interrupt(self) -> None:
+        """Abort the statement running on this handle (from another thread)."""
+
     def close(self) -> None:
         """Release the warehouse (and its writer lock). Idempotent."""

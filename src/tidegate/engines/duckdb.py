@@ -42,9 +42,10 @@ class DuckDBEngine:
         wait: bool = False,
         wait_timeout: float | None = None,
         on_wait: Callable[[str], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = path
-        self._con = self._connect(path, wait, wait_timeout, on_wait)
+        self._con = self._connect(path, wait, wait_timeout, on_wait, read_only)
         self._con.execute("SET TimeZone = 'UTC'")
         # Statements that are the same for every partition of a session, built once.
         self._source_checksums: dict[tuple[str, str, bool], str] = {}
@@ -52,13 +53,19 @@ class DuckDBEngine:
 
     @staticmethod
     def _connect(
-        path: Path, wait: bool, wait_timeout: float | None, on_wait: Callable[[str], None] | None
+        path: Path,
+        wait: bool,
+        wait_timeout: float | None,
+        on_wait: Callable[[str], None] | None,
+        read_only: bool,
     ) -> Any:
         deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
         announced = False
         while True:
             try:
-                return duckdb.connect(str(path))
+                if read_only and not path.exists():
+                    raise UsageError(f"warehouse {path} does not exist")
+                return duckdb.connect(str(path), read_only=read_only)
             except duckdb.IOException as error:
                 if not _is_lock_conflict(error):
                     raise UsageError(f"cannot open warehouse {path}: {error}") from None
@@ -259,6 +266,9 @@ class DuckDBEngine:
         for name in names:
             self._run(sql.drop_table(sql.table(name, sql.STAGING_SCHEMA)))
         return len(names)
+
+    def interrupt(self) -> None:
+        self._con.interrupt()
 
     def close(self) -> None:
         self._con.close()

@@ -79,63 +79,83 @@ class Executor:
         options: Options,
     ) -> Report:
         report = Report()
-        began = self.timer.monotonic()
-        starts: list[float] = []
-        inflight: dict[Future[Computed], Unit] = {}
-        pending: Iterator[tuple[int, PartitionRange]] = iter(batches)
-        exhausted = False
         with (
-            self._handles(options.max_concurrency) as handles,
+            self._handles(options.max_concurrency) as (handles, opened),
             ThreadPoolExecutor(
                 max_workers=options.max_concurrency, thread_name_prefix="tidegate-batch"
             ) as pool,
         ):
-            while True:
-                for future in [f for f in inflight if f.done()]:
-                    self._finish(
-                        run_id, version, inflight.pop(future), future.result(), report, options
-                    )
-                    report.progress = replace(
-                        report.progress, elapsed_seconds=self.timer.monotonic() - began
-                    )
-                    if report.trigger is None:
-                        report.trigger = fired(options.stop_loss, report.progress, self._last_label)
-                if report.trigger is None and not report.stopped and options.stop_requested():
-                    report.stopped = True
-                halted = report.trigger is not None or report.stopped
-                if (halted or exhausted) and not inflight:
-                    return report
-                if halted or exhausted or len(inflight) >= options.max_concurrency:
-                    wait(inflight, return_when=FIRST_COMPLETED)
-                    continue
-                delay = next_start_delay(starts, self.timer.monotonic(), options.rate_per_minute)
-                if delay > 0:
-                    if inflight:
-                        wait(inflight, timeout=delay, return_when=FIRST_COMPLETED)
-                    else:
-                        self.timer.sleep(delay)
-                    continue
-                try:
-                    index, batch = next(pending)
-                except StopIteration:
-                    exhausted = True
-                    continue
-                starts.append(self.timer.monotonic())
-                options.on_batch(index, batch, starts[-1])
-                for unit in self._prepare(run_id, version, index, batch, report, options):
-                    future = pool.submit(self._compute, handles, version, unit)
-                    inflight[future] = unit
+            try:
+                self._loop(run_id, version, iter(batches), options, report, pool, handles)
+            except KeyboardInterrupt:
+                # A second Ctrl-C: abort in-flight batches; nothing of theirs is published.
+                pool.shutdown(wait=False, cancel_futures=True)
+                for handle in opened:
+                    handle.interrupt()
+                raise
+        return report
+
+    def _loop(
+        self,
+        run_id: str,
+        version: Version,
+        pending: Iterator[tuple[int, PartitionRange]],
+        options: Options,
+        report: Report,
+        pool: ThreadPoolExecutor,
+        handles: queue.Queue[Engine],
+    ) -> None:
+        began = self.timer.monotonic()
+        starts: list[float] = []
+        inflight: dict[Future[Computed], Unit] = {}
+        exhausted = False
+        while True:
+            for future in [f for f in inflight if f.done()]:
+                self._finish(
+                    run_id, version, inflight.pop(future), future.result(), report, options
+                )
+                report.progress = replace(
+                    report.progress, elapsed_seconds=self.timer.monotonic() - began
+                )
+                if report.trigger is None:
+                    report.trigger = fired(options.stop_loss, report.progress, self._last_label)
+            if report.trigger is None and not report.stopped and options.stop_requested():
+                report.stopped = True
+            halted = report.trigger is not None or report.stopped
+            if (halted or exhausted) and not inflight:
+                return
+            if halted or exhausted or len(inflight) >= options.max_concurrency:
+                wait(inflight, return_when=FIRST_COMPLETED)
+                continue
+            delay = next_start_delay(starts, self.timer.monotonic(), options.rate_per_minute)
+            if delay > 0:
+                if inflight:
+                    wait(inflight, timeout=delay, return_when=FIRST_COMPLETED)
+                else:
+                    self.timer.sleep(delay)
+                continue
+            try:
+                index, batch = next(pending)
+            except StopIteration:
+                exhausted = True
+                continue
+            starts.append(self.timer.monotonic())
+            # only the newest `rate` starts matter to the sliding window: memory stays bounded
+            del starts[: -(options.rate_per_minute or 1)]
+            options.on_batch(index, batch, starts[-1])
+            for unit in self._prepare(run_id, version, index, batch, report, options):
+                inflight[pool.submit(self._compute, handles, version, unit)] = unit
 
     _last_label: str = ""
 
     @contextmanager
-    def _handles(self, count: int) -> Iterator[queue.Queue[Engine]]:
+    def _handles(self, count: int) -> Iterator[tuple[queue.Queue[Engine], list[Engine]]]:
         handles: queue.Queue[Engine] = queue.Queue()
         opened = [self.engine.handle() for _ in range(count)]
         for handle in opened:
             handles.put(handle)
         try:
-            yield handles
+            yield handles, opened
         finally:
             for handle in opened:
                 handle.close()

@@ -161,6 +161,18 @@ class StateStore(Protocol):
     def partitions(self, model: str, start: int, end: int) -> list[PublishedPartition]:
         """Partitions of `model` whose start lies in [start, end), in order."""
 
+    def published_intervals(
+        self, model: str, start: int, end: int, version_id: str | None = None
+    ) -> list[tuple[int, int]]:
+        """Published partitions of `model` in [start, end) merged into intervals (only those
+        written by `version_id` when given). Merged in the store, not one row per partition."""
+
+    def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
+        """The partitions a run has published (its checkpoints), merged into intervals."""
+
+    def mean_publish_seconds(self, model: str) -> float | None:
+        """Recorded throughput: seconds per published partition over recent batches."""
+
     def partition_counts(self, model: str, active_version: str | None) -> dict[str, int]:
         """Counts by state: published (by the active version), stale, failed, running."""
 

@@ -625,6 +625,51 @@ class SQLiteStateStore:
         )
         return [self._partition(r) for r in rows]
 
+    @staticmethod
+    def _islands(filtered: str) -> str:
+        """Merge consecutive (partition_start, partition_end) rows of a subquery into intervals."""
+        return (
+            "SELECT min(partition_start), max(partition_end) FROM ("
+            " SELECT partition_start, partition_end,"
+            "  sum(gap) OVER (ORDER BY partition_start) AS island FROM ("
+            "  SELECT partition_start, partition_end, CASE WHEN partition_start ="
+            "   lag(partition_end) OVER (ORDER BY partition_start) THEN 0 ELSE 1 END AS gap"
+            "  FROM (" + filtered + "))) GROUP BY island ORDER BY 1"
+        )
+
+    def published_intervals(
+        self, model: str, start: int, end: int, version_id: str | None = None
+    ) -> list[tuple[int, int]]:
+        rows = self._all(
+            self._islands(
+                "SELECT partition_start, partition_end FROM partitions WHERE model = ? "
+                "AND partition_start >= ? AND partition_start < ? AND attempt_id IS NOT NULL "
+                "AND (? IS NULL OR version_id = ?)"
+            ),
+            (model, start, end, version_id, version_id),
+        )
+        return [(int(r[0]), int(r[1])) for r in rows]
+
+    def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
+        rows = self._all(
+            self._islands(
+                "SELECT partition_start, partition_end FROM attempts "
+                "WHERE run_id = ? AND state = 'published'"
+            ),
+            (run_id,),
+        )
+        return [(int(r[0]), int(r[1])) for r in rows]
+
+    def mean_publish_seconds(self, model: str) -> float | None:
+        row = self._one(
+            "SELECT sum(seconds) / sum(n) FROM ("
+            " SELECT (julianday(max(ended_at)) - julianday(min(started_at))) * 86400 AS seconds,"
+            "  count(*) AS n FROM attempts WHERE model = ? AND state = 'published'"
+            " GROUP BY run_id, batch ORDER BY max(ended_at) DESC LIMIT 50)",
+            (model,),
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
     def partition_counts(self, model: str, active_version: str | None) -> dict[str, int]:
         row = self._one(
             "SELECT "

@@ -1,0 +1,272 @@
+"""`tidegate backfill …`: start, dry-run, stop, resume and list backfills."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from tidegate.cli import INTERRUPTED_EXIT, common, emit, fail
+
+STOPPED_EXIT = 5
+
+
+class BackfillGroup(click.Group):
+    """`backfill MODEL …` starts one; `backfill resume|stop|list` are subcommands."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=BackfillGroup)
+def backfill() -> None:
+    """Recompute a historical range in throttled batches: stoppable, resumable, verifiable."""
+
+
+@contextmanager
+def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
+    """The first Ctrl-C stops after in-flight batches; the second aborts them."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop_flag.is_set():
+            raise KeyboardInterrupt
+        stop_flag.set()
+        if not quiet:
+            click.echo("stopping after in-flight batches (Ctrl-C again aborts them)", err=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@backfill.command("start", hidden=True)
+@click.argument("model", required=False)
+@click.option("--partitions", default=None, help="START..END in the model's grain, or all.")
+@click.option("--batch-size", type=int, default=None, help="Partitions per batch (default 1).")
+@click.option("--max-concurrency", type=int, default=None, help="Batches in flight (default 1).")
+@click.option("--rate", default=None, help="At most N batch starts per minute: N/min.")
+@click.option("--max-failures", type=int, default=None, help="Stop after F failed partitions.")
+@click.option(
+    "--stale-only", is_flag=True, help="Only partitions not written by the active version."
+)
+@click.option("--dry-run", is_flag=True, help="Print the plan and its blast radius; write nothing.")
+@click.option(
+    "--file",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Take every parameter from a reviewed plan file.",
+)
+@click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@common
+def start(
+    ctx: Any,
+    as_json: bool,
+    model: str | None,
+    partitions: str | None,
+    batch_size: int | None,
+    max_concurrency: int | None,
+    rate: str | None,
+    max_failures: int | None,
+    stale_only: bool,
+    dry_run: bool,
+    plan_file: Path | None,
+    wait: bool,
+) -> None:
+    """Backfill MODEL over --partitions."""
+    from tidegate.domain.errors import UsageError
+    from tidegate.ops import backfill as op
+
+    flags = {
+        "model": model,
+        "partitions": partitions,
+        "batch_size": batch_size,
+        "max_concurrency": max_concurrency,
+        "rate": rate,
+        "max_failures": max_failures,
+        "stale_only": stale_only or None,
+    }
+    if plan_file is not None:
+        given = sorted(k for k, v in flags.items() if v is not None and k != "model")
+        if given:
+            raise UsageError(f"--file takes every parameter from the plan; drop --{given[0]}")
+        values, text = op.read_plan_file(plan_file)
+        if model is not None and values.get("model") != model:
+            raise UsageError(f"{plan_file} is a plan for {values.get('model')!r}, not {model!r}")
+        request = op.request_from(values, str(plan_file), text)
+    else:
+        request = op.request_from({k: v for k, v in flags.items() if v is not None}, None, None)
+    if dry_run:
+        _dry_run(ctx, as_json, request)
+        return
+    _run_backfill(
+        as_json,
+        lambda flag, progress: op.start(ctx, request, flag, progress.outcome, progress.start),
+    )
+
+
+def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
+    from tidegate.ops import backfill as op
+
+    plan = op.make_plan(ctx, request)
+    radius = op.blast_radius(ctx, plan)
+    document = {
+        "schema": "tidegate.backfill-plan/v1",
+        "model": plan.model,
+        "version_id": plan.version_id,
+        "batch_size": plan.batch_size,
+        "max_concurrency": plan.max_concurrency,
+        "rate_per_minute": plan.rate_per_minute,
+        "stale_only": plan.stale_only,
+        **radius,
+    }
+
+    def human() -> None:
+        click.echo(f"dry run: backfill {plan.model} with version {plan.version_id}")
+        click.echo(
+            f"  partitions   {radius['partitions']} in {radius['batches']} batch(es) of "
+            f"up to {plan.batch_size}: {', '.join(radius['ranges']) or 'none'}"
+        )
+        click.echo(
+            f"  order        {', '.join(radius['first_batches'])}"
+            + (", …" if radius["batches"] > len(radius["first_batches"]) else "")
+        )
+        for name, rows in radius["source_rows"].items():
+            click.echo(f"  reads        {rows:,} rows of source {name}")
+        click.echo(
+            f"  throttle     {plan.max_concurrency} in flight, "
+            f"{plan.rate_per_minute or 'unlimited'} batch starts/min"
+        )
+        stale = ", ".join(radius["downstream"]) or "none"
+        click.echo(f"  downstream   {stale} (their partitions over this range become stale)")
+        estimate = radius["estimated_seconds"]
+        click.echo(
+            "  estimate     "
+            + (
+                f"{estimate:,.0f}s from recorded throughput"
+                if estimate is not None
+                else "no recorded throughput yet"
+            )
+        )
+        click.echo("nothing was written")
+
+    emit(as_json, document, human)
+
+
+def _run_backfill(as_json: bool, go: Callable[[threading.Event, Any], Any]) -> None:
+    from tidegate.domain.attempt import RunStatus
+    from tidegate.progress import BackfillProgress
+
+    stop_flag = threading.Event()
+    progress = BackfillProgress(as_json)
+    with ctrl_c_stops(stop_flag, as_json):
+        result = go(stop_flag, progress)
+    report = result.report
+    document = {
+        "run_id": result.run_id,
+        "status": result.status.value,
+        "reason": result.reason,
+        "published": report.published,
+        "failed": report.failed,
+        "skipped": report.skipped,
+        "rows": report.rows,
+        "source_rows": report.progress.source_rows,
+        "trigger": None
+        if report.trigger is None
+        else {
+            "name": report.trigger.name,
+            "partition": report.trigger.partition,
+            "detail": report.trigger.detail,
+        },
+    }
+    progress.end(document)
+    if not as_json:
+        click.echo(
+            f"{result.run_id}: {result.status.value}; {report.published} published, "
+            f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
+            + (f" — {result.reason}" if result.reason else "")
+        )
+    if result.status is RunStatus.STOPPED:
+        if stop_flag.is_set():
+            fail(
+                "interrupted; resume with `tidegate backfill resume " + result.run_id + "`",
+                INTERRUPTED_EXIT,
+                False,
+            )
+        fail(f"backfill {result.run_id} stopped on request; resumable", STOPPED_EXIT, False)
+    if result.status is not RunStatus.SUCCEEDED:
+        fail(f"backfill {result.run_id} failed: {result.reason}", 1, False)
+
+
+@backfill.command("resume")
+@click.argument("run_id")
+@click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@common
+def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
+    """Continue a stopped or failed backfill from its checkpoints, with its recorded plan."""
+    from tidegate.ops import backfill as op
+
+    _run_backfill(
+        as_json,
+        lambda flag, progress: op.resume(ctx, run_id, flag, progress.outcome, progress.start),
+    )
+
+
+@backfill.command("stop")
+@click.argument("run_id")
+@common
+def stop(ctx: Any, as_json: bool, run_id: str) -> None:
+    """Ask a running backfill to stop after its in-flight batches."""
+    from tidegate.ops import backfill as op
+
+    run = op.stop(ctx, run_id)
+    emit(
+        as_json,
+        {"schema": "tidegate.backfill-stop/v1", "run_id": run.run_id, "stop_requested": True},
+        lambda: click.echo(f"{run.run_id}: stop requested; in-flight batches finish first"),
+    )
+
+
+@backfill.command("list")
+@common
+def list_runs(ctx: Any, as_json: bool) -> None:
+    """Backfills, newest first."""
+    from tidegate.ops import backfill as op
+
+    found = op.runs(ctx)
+    listed: list[dict[str, Any]] = [
+        {
+            "run_id": r.run_id,
+            "model": r.models[0] if r.models else None,
+            "partitions": r.partitions,
+            "status": r.status.value,
+            "reason": r.reason,
+            "requester": r.requester,
+            "started_at": r.started_at,
+            "ended_at": r.ended_at,
+            "plan_hash": r.plan_hash,
+        }
+        for r in found
+    ]
+    document = {"schema": "tidegate.backfill-list/v1", "runs": listed}
+
+    def human() -> None:
+        for r in listed:
+            click.echo(
+                f"{r['run_id']}  {r['model']}  {r['partitions']}  {r['status']}"
+                + (f"  ({r['reason']})" if r["reason"] else "")
+            )
+        if not found:
+            click.echo("no backfills yet")
+
+    emit(as_json, document, human)

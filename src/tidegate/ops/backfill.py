@@ -1,0 +1,343 @@
+"""Backfill: recompute a historical range in throttled batches — stoppable, resumable, verifiable.
+
+The plan (range, selection, batching, throttle, stop-loss, version) is recorded with the run;
+`resume` continues that plan from its checkpoints, never one recomputed from today's date or code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tidegate.domain.attempt import RunStatus
+from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, parse_rate
+from tidegate.domain.clock import SystemTimer, Timer, stamp
+from tidegate.domain.errors import RefusedError, UsageError
+from tidegate.domain.ids import looks_like_run_id, new_run_id
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import IntervalSet, parse_range
+from tidegate.domain.run import Run
+from tidegate.execution.executor import Options, Outcome, Report
+from tidegate.execution.session import writer_session
+from tidegate.ops.context import Context
+
+KIND = "backfill"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for, from flags or from a reviewed plan file."""
+
+    model: str
+    partitions: str
+    batch_size: int = 1
+    max_concurrency: int = 1
+    rate: str | None = None
+    stop_loss: StopLoss = field(default_factory=StopLoss)
+    stale_only: bool = False
+    plan_file: str | None = None
+    plan_text: str | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    run_id: str
+    plan: BackfillPlan
+    status: RunStatus
+    report: Report
+    reason: str | None
+
+
+def active_version(ctx: Context, model: str) -> Version:
+    ctx.project.model(model)
+    state = ctx.state.model_state(model)
+    version = (
+        ctx.state.get_version(state.active_version) if state and state.active_version else None
+    )
+    if version is None:
+        raise UsageError(f"model {model!r} has no active version; run `tidegate deploy {model}`")
+    if state is not None and state.paused:
+        raise RefusedError(f"model {model!r} is paused; `tidegate unpause {model}` first")
+    return version
+
+
+def make_plan(ctx: Context, request: Request) -> BackfillPlan:
+    version = active_version(ctx, request.model)
+    spec = version.spec
+    chosen = parse_range(request.partitions, spec.grain, spec.keys)
+    first = spec.first_partition()
+    if first is not None and chosen.start < first.start:
+        raise UsageError(f"{spec.name} starts at {spec.start}; {request.partitions} is before it")
+    if spec.keys and request.batch_size != 1:
+        raise UsageError("key-list partitions are backfilled one per batch: use --batch-size 1")
+    selection = IntervalSet.of([(chosen.start, chosen.end)])
+    if request.stale_only:
+        mine = ctx.state.published_intervals(
+            spec.name, chosen.start, chosen.end, version.version_id
+        )
+        selection = selection.minus(IntervalSet.of(mine))
+    return BackfillPlan(
+        model=spec.name,
+        version_id=version.version_id,
+        grain=spec.grain,
+        selection=selection.intervals,
+        batch_size=request.batch_size,
+        max_concurrency=request.max_concurrency,
+        rate_per_minute=parse_rate(request.rate),
+        stop_loss=request.stop_loss,
+        stale_only=request.stale_only,
+        requested=request.partitions,
+    )
+
+
+def start(
+    ctx: Context,
+    request: Request,
+    stop_flag: threading.Event,
+    on_outcome: Callable[[Outcome], None],
+    on_start: Callable[[str, BackfillPlan], None],
+    timer: Timer | None = None,
+) -> Result:
+    plan = make_plan(ctx, request)
+    if plan.partitions == 0:
+        raise UsageError(
+            f"nothing to backfill: every partition in {request.partitions} is "
+            "already published by the active version"
+        )
+    with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        run_id = new_run_id()
+        plan_hash = (
+            hashlib.sha256(request.plan_text.encode()).hexdigest() if request.plan_text else None
+        )
+        ctx.state.create_run(
+            Run(
+                run_id=run_id,
+                kind=KIND,
+                models=(plan.model,),
+                partitions=plan.requested,
+                requester=ctx.actor,
+                status=RunStatus.RUNNING,
+                started_at=stamp(ctx.clock),
+                params={"plan_file": request.plan_file, "plan_text": request.plan_text},
+                pid=os.getpid(),
+                plan=plan.to_json(),
+                plan_hash=plan_hash,
+            )
+        )
+        on_start(run_id, plan)
+        return _execute(ctx, session, run_id, plan, IntervalSet(), stop_flag, on_outcome, timer)
+
+
+def resume(
+    ctx: Context,
+    run_id: str,
+    stop_flag: threading.Event,
+    on_outcome: Callable[[Outcome], None],
+    on_start: Callable[[str, BackfillPlan], None],
+    timer: Timer | None = None,
+) -> Result:
+    _backfill_run(ctx, run_id)
+    with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        run = _backfill_run(ctx, run_id)  # read again: the session reconciled a dead writer
+        if run.status is RunStatus.SUCCEEDED:
+            raise UsageError(f"backfill {run_id} already succeeded; nothing to resume")
+        if run.status is RunStatus.RUNNING:
+            raise UsageError(f"backfill {run_id} is running")
+        plan = BackfillPlan.from_json(run.plan or "")
+        done = IntervalSet.of(ctx.state.run_checkpoints(run_id))
+        ctx.state.reopen_run(run_id, os.getpid())
+        on_start(run_id, plan)
+        return _execute(ctx, session, run_id, plan, done, stop_flag, on_outcome, timer)
+
+
+def _execute(
+    ctx: Context,
+    session: Any,
+    run_id: str,
+    plan: BackfillPlan,
+    done: IntervalSet,
+    stop_flag: threading.Event,
+    on_outcome: Callable[[Outcome], None],
+    timer: Timer | None,
+) -> Result:
+    version = ctx.state.get_version(plan.version_id)
+    if version is None:
+        raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
+    options = Options(
+        max_concurrency=plan.max_concurrency,
+        rate_per_minute=plan.rate_per_minute,
+        stop_loss=plan.stop_loss,
+        stop_requested=lambda: stop_flag.is_set() or ctx.state.stop_requested(run_id),
+        on_outcome=on_outcome,
+    )
+    try:
+        report = session.executor(timer or SystemTimer()).execute(
+            run_id, version, enumerate(plan.batches(skip=done)), options
+        )
+    except KeyboardInterrupt:
+        ctx.state.finish_run(
+            run_id, RunStatus.INTERRUPTED, "aborted (Ctrl-C twice)", stamp(ctx.clock)
+        )
+        raise
+    status, reason = _verdict(report)
+    trigger = None if report.trigger is None else _trigger_text(report.trigger)
+    ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
+    return Result(run_id, plan, status, report, reason)
+
+
+def _trigger_text(trigger: Trigger) -> str:
+    return f"{trigger.name} at {trigger.partition}: {trigger.detail}"
+
+
+def _verdict(report: Report) -> tuple[RunStatus, str | None]:
+    if report.trigger is not None:
+        return RunStatus.FAILED, f"stop-loss {_trigger_text(report.trigger)}"
+    if report.stopped:
+        return RunStatus.STOPPED, "stopped on request; resume with `tidegate backfill resume`"
+    if report.failed or report.skipped:
+        return RunStatus.FAILED, (
+            f"{report.failed} partition(s) failed, {report.skipped} skipped; resume retries them"
+        )
+    return RunStatus.SUCCEEDED, None
+
+
+def _backfill_run(ctx: Context, run_id: str) -> Run:
+    if not looks_like_run_id(run_id):
+        raise UsageError(f"{run_id!r} is not a run id (run-…)")
+    run = ctx.state.get_run(run_id)
+    if run is None or run.kind != KIND:
+        raise UsageError(f"no backfill {run_id}")
+    return run
+
+
+def stop(ctx: Context, run_id: str) -> Run:
+    """Ask a running backfill to stop after its in-flight batches (writes only the ledger)."""
+    run = _backfill_run(ctx, run_id)
+    if run.status is not RunStatus.RUNNING:
+        raise UsageError(f"backfill {run_id} is not running (it is {run.status.value})")
+    ctx.state.request_stop(run_id, stamp(ctx.clock))
+    return run
+
+
+def runs(ctx: Context) -> list[Run]:
+    ctx.project  # noqa: B018 - a project must be there, even to list
+    return ctx.state.runs(kind=KIND)
+
+
+def read_plan_file(path: Path) -> tuple[dict[str, Any], str]:
+    """The parameters of a reviewed plan file and its exact text (stored with the run)."""
+    from tidegate.domain.errors import ConfigError
+    from tidegate.project import toml_errors
+
+    if not path.is_file():
+        raise UsageError(f"plan file {path} does not exist")
+    text = path.read_text()
+    try:
+        return toml_errors.loads(text), text
+    except toml_errors.TOMLDecodeError as error:
+        raise ConfigError(
+            str(path), toml_errors.decode_message(error), toml_errors.decode_line(error)
+        ) from None
+
+
+def request_from(values: dict[str, Any], plan_file: str | None, plan_text: str | None) -> Request:
+    """A Request from flag values or a plan file's keys; unknown keys are refused."""
+    known = {
+        "model",
+        "partitions",
+        "batch_size",
+        "max_concurrency",
+        "rate",
+        "max_failures",
+        "max_failure_ratio",
+        "max_source_rows",
+        "max_wall_seconds",
+        "stale_only",
+        "halt_on_check_failure",
+        "halt_on_reconciliation_mismatch",
+    }
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise UsageError(f"{plan_file or 'backfill'}: unknown key(s) {', '.join(unknown)}")
+    for required in ("model", "partitions"):
+        if not values.get(required):
+            raise UsageError(f"{plan_file or 'backfill'}: {required} is required")
+    try:
+        return Request(
+            model=str(values["model"]),
+            partitions=str(values["partitions"]),
+            batch_size=int(values.get("batch_size") or 1),
+            max_concurrency=int(values.get("max_concurrency") or 1),
+            rate=values.get("rate"),
+            stop_loss=StopLoss(
+                max_failures=values.get("max_failures"),
+                max_failure_ratio=values.get("max_failure_ratio"),
+                max_source_rows=values.get("max_source_rows"),
+                max_wall_seconds=values.get("max_wall_seconds"),
+                halt_on_check_failure=bool(values.get("halt_on_check_failure", True)),
+                halt_on_reconciliation_mismatch=bool(
+                    values.get("halt_on_reconciliation_mismatch", True)
+                ),
+            ),
+            stale_only=bool(values.get("stale_only", False)),
+            plan_file=plan_file,
+            plan_text=plan_text,
+        )
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{plan_file or 'backfill'}: {error}") from None
+
+
+def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
+    """What a backfill would do, without writing anything (the warehouse is opened read-only)."""
+    from tidegate.domain.graph import downstream_of
+    from tidegate.engines.base import window_bounds
+    from tidegate.engines.factory import open_engine
+
+    spec = ctx.project.model(plan.model)
+    ranges = IntervalSet(plan.selection).ranges(plan.grain)
+    batches = plan.batches()
+    shown = [next(batches, None) for _ in range(10)]
+    source_rows: dict[str, int] = {}
+    if not spec.keys and spec.sources:
+        engine = open_engine(ctx.project, ctx.wait, read_only=True)
+        try:
+            for name in spec.sources:
+                source = ctx.project.sources[name]
+                total = 0
+                for r in ranges:
+                    profile = engine.source_profile(
+                        source.table,
+                        source.time_column,
+                        plan.grain.value,
+                        window_bounds(r.start, r.end),
+                    )
+                    total += sum(c.rows for c in profile.values())
+                source_rows[name] = total
+        finally:
+            engine.close()
+    per_partition = ctx.state.mean_publish_seconds(plan.model)
+    batch_count = _batch_count(plan)
+    return {
+        "partitions": plan.partitions,
+        "batches": batch_count,
+        "ranges": [r.label(spec.keys) for r in ranges],
+        "first_batches": [b.label(spec.keys) for b in shown if b is not None],
+        "source_rows": source_rows,
+        "downstream": downstream_of(
+            {n: m.upstream for n, m in ctx.project.models.items()}, plan.model
+        ),
+        "estimated_seconds": None
+        if per_partition is None
+        else round(per_partition * plan.partitions / plan.max_concurrency, 1),
+    }
+
+
+def _batch_count(plan: BackfillPlan) -> int:
+    return sum(
+        -(-len(r) // plan.batch_size) for r in IntervalSet(plan.selection).ranges(plan.grain)
+    )
