@@ -93,7 +93,7 @@ class SQLiteStateStore:
                 raise
             self._con.execute("COMMIT")
 
-    def _all(self, query: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _all(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return list(self._con.execute(query, params).fetchall())
 
@@ -625,40 +625,42 @@ class SQLiteStateStore:
         )
         return [self._partition(r) for r in rows]
 
-    @staticmethod
-    def _islands(filtered: str) -> str:
-        """Merge consecutive (partition_start, partition_end) rows of a subquery into intervals."""
-        return (
-            "SELECT min(partition_start), max(partition_end) FROM ("
-            " SELECT partition_start, partition_end,"
-            "  sum(gap) OVER (ORDER BY partition_start) AS island FROM ("
-            "  SELECT partition_start, partition_end, CASE WHEN partition_start ="
-            "   lag(partition_end) OVER (ORDER BY partition_start) THEN 0 ELSE 1 END AS gap"
-            "  FROM (" + filtered + "))) GROUP BY island ORDER BY 1"
-        )
+    # Published partitions merged into intervals in SQL (gaps and islands), from either the
+    # partitions read model (one model, optionally one version) or one run's attempts.
+    ISLANDS = (
+        "WITH chosen AS ("
+        " SELECT partition_start, partition_end FROM partitions"
+        " WHERE :source = 'model' AND model = :model AND partition_start >= :start"
+        " AND partition_start < :end AND attempt_id IS NOT NULL"
+        " AND (:version IS NULL OR version_id = :version)"
+        " UNION ALL"
+        " SELECT partition_start, partition_end FROM attempts"
+        " WHERE :source = 'run' AND run_id = :run AND state = 'published'"
+        "), marked AS ("
+        " SELECT partition_start, partition_end, CASE WHEN partition_start ="
+        " lag(partition_end) OVER (ORDER BY partition_start) THEN 0 ELSE 1 END AS gap"
+        " FROM chosen"
+        "), islands AS ("
+        " SELECT partition_start, partition_end,"
+        " sum(gap) OVER (ORDER BY partition_start) AS island FROM marked"
+        ") SELECT min(partition_start), max(partition_end) FROM islands"
+        " GROUP BY island ORDER BY 1"
+    )
+
+    def _intervals(self, **params: Any) -> list[tuple[int, int]]:
+        values = {"model": None, "start": None, "end": None, "version": None, "run": None}
+        rows = self._all(self.ISLANDS, {**values, **params})
+        return [(int(r[0]), int(r[1])) for r in rows]
 
     def published_intervals(
         self, model: str, start: int, end: int, version_id: str | None = None
     ) -> list[tuple[int, int]]:
-        rows = self._all(
-            self._islands(
-                "SELECT partition_start, partition_end FROM partitions WHERE model = ? "
-                "AND partition_start >= ? AND partition_start < ? AND attempt_id IS NOT NULL "
-                "AND (? IS NULL OR version_id = ?)"
-            ),
-            (model, start, end, version_id, version_id),
+        return self._intervals(
+            source="model", model=model, start=start, end=end, version=version_id
         )
-        return [(int(r[0]), int(r[1])) for r in rows]
 
     def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
-        rows = self._all(
-            self._islands(
-                "SELECT partition_start, partition_end FROM attempts "
-                "WHERE run_id = ? AND state = 'published'"
-            ),
-            (run_id,),
-        )
-        return [(int(r[0]), int(r[1])) for r in rows]
+        return self._intervals(source="run", run=run_id)
 
     def mean_publish_seconds(self, model: str) -> float | None:
         row = self._one(
