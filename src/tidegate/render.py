@@ -151,6 +151,12 @@ def partition(document: dict[str, Any]) -> None:
                 else ("FAIL" if check["severity"] == "blocking" else "warn")
             )
             console.print(f"  check {check['name']}: {mark} ({check['message']})")
+        for item in published["reconciliations"]:
+            verdict = "ok" if item["passed"] else "MISMATCH"
+            console.print(
+                f"  reconcile {item['name']}: source {item['source_value']} = "
+                f"target {item['target_value']} ({verdict})"
+            )
         for read in published["inputs"]:
             console.print(
                 f"  read {read['kind']} {read['upstream']} {read['range']}"
@@ -168,14 +174,26 @@ def run_detail(document: dict[str, Any]) -> None:
     )
     if document["reason"]:
         console.print(f"  reason: {document['reason']}")
-    table = Table("model", "partition", "state", "rows", "checksum", "error")
+    if document["trigger"]:
+        console.print(f"  stop-loss: {document['trigger']}")
+    if document["plan"]:
+        plan = document["plan"]
+        console.print(
+            f"  plan: version {plan['version_id']}, batches of {plan['batch_size']}, "
+            f"{plan['max_concurrency']} in flight, rate {plan['rate_per_minute'] or 'unlimited'}"
+            + (f", plan file sha256 {document['plan_hash'][:12]}" if document["plan_hash"] else "")
+        )
+    table = Table("model", "partition", "batch", "state", "rows", "checksum", "reconciled", "error")
     for a in document["attempts"]:
+        reconciled = a["reconciliations"]
         table.add_row(
             a["model"],
             a["partition"],
+            "" if a["batch"] is None else str(a["batch"]),
             a["state"],
             str(a["rows"] or ""),
             a["checksum"] or "",
+            ("ok" if all(r["passed"] for r in reconciled) else "MISMATCH") if reconciled else "",
             a["error"] or "",
         )
     console.print(table)

@@ -4,36 +4,46 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.attempt import RunStatus
 from tidegate.domain.errors import OperationFailed, UsageError
+from tidegate.ops import backfill as backfill_op
 from tidegate.ops import build as build_op
 from tidegate.ops import deploy as deploy_op
 from tidegate.ops import init as init_op
-from tidegate.ops import run as run_op
 from tidegate.ops import status as status_op
 from tidegate.ops.context import Context
 
 DEFAULT_ROWS_PER_DAY = 1000
-DEMO_RANGES = (
-    ("daily_revenue", "2025-01-01..2025-12-31"),
-    ("monthly_revenue", "2025-01..2025-12"),
-    ("revenue_report", "2025-01..2025-12"),
+# (model, range, batch size): the year as real backfills, two batches in flight
+DEMO_BACKFILLS = (
+    ("daily_revenue", "2025-01-01..2025-12-31", 7),
+    ("monthly_revenue", "2025-01..2025-12", 3),
+    ("revenue_report", "2025-01..2025-12", 3),
 )
+CONCURRENCY = 2
 
 
 @dataclass(frozen=True)
 class DemoResult:
     root: Path | None
     orders_rows: int
-    runs: tuple[run_op.RunResult, ...]
+    runs: tuple[backfill_op.Result, ...]
     status: dict[str, Any]
     seconds: float
+
+
+def _backfill(ctx: Context, model: str, partitions: str, batch_size: int) -> backfill_op.Result:
+    request = backfill_op.Request(
+        model=model, partitions=partitions, batch_size=batch_size, max_concurrency=CONCURRENCY
+    )
+    return backfill_op.start(ctx, request, threading.Event(), lambda _: None, lambda *_: None)
 
 
 def demo(
@@ -63,16 +73,19 @@ def demo(
                 deployed = deploy_op.deploy(ctx, name, None)
                 say(f"deployed {name} v{deployed.version.seq}")
             runs = []
-            for name, partitions in DEMO_RANGES:
-                result = run_op.run(ctx, [name], partitions, kind="demo")
+            for name, partitions, batch_size in DEMO_BACKFILLS:
+                result = _backfill(ctx, name, partitions, batch_size)
                 runs.append(result)
+                report = result.report
+                reconciled = "reconciled exactly" if name != "revenue_report" else "checked"
                 say(
-                    f"ran {name} {partitions}: {result.count(AttemptState.PUBLISHED)} "
-                    f"partition(s) published in {result.run_id}"
+                    f"backfilled {name} {partitions} in {result.run_id}: "
+                    f"{report.published} partition(s), {report.rows:,} rows, batches of "
+                    f"{batch_size}, {CONCURRENCY} in flight, {reconciled}"
                 )
                 if result.status is not RunStatus.SUCCEEDED:
                     raise OperationFailed(
-                        f"demo run {result.run_id} failed: see `tidegate show run`"
+                        f"demo backfill {result.run_id} failed: see `tidegate show run`"
                     )
             document = status_op.status(ctx)
         finally:

@@ -6,6 +6,7 @@ document that `--json` prints; its shape is described by a schema in `tidegate/s
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import Any
 
@@ -147,6 +148,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
             "rows": row.rows,
             "checksum": row.checksum,
             "checks": [_check_doc(c) for c in ctx.state.checks(row.attempt_id)],
+            "reconciliations": _reconciliation_docs(ctx, row.attempt_id),
             "inputs": [
                 {
                     "upstream": i.upstream,
@@ -217,6 +219,13 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
                 "rows": attempt.rows,
                 "checksum": attempt.checksum,
                 "error": attempt.error,
+                "batch": attempt.batch,
+                "started_at": attempt.started_at,
+                "ended_at": attempt.ended_at,
+                "failed_checks": [
+                    c.name for c in ctx.state.checks(attempt.attempt_id) if not c.passed
+                ],
+                "reconciliations": _reconciliation_docs(ctx, attempt.attempt_id),
             }
         )
     return {
@@ -230,8 +239,25 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
         "reason": found.reason,
         "started_at": found.started_at,
         "ended_at": found.ended_at,
+        "trigger": found.trigger,
+        "stop_requested_at": found.stop_requested_at,
+        "plan": json.loads(found.plan) if found.plan else None,
+        "plan_hash": found.plan_hash,
         "attempts": attempts,
     }
+
+
+def _reconciliation_docs(ctx: Context, attempt_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": r.name,
+            "source_value": r.source_value,
+            "target_value": r.target_value,
+            "tolerance": r.tolerance,
+            "passed": r.passed,
+        }
+        for r in ctx.state.reconciliations(attempt_id)
+    ]
 
 
 def history(ctx: Context, model: str) -> dict[str, Any]:

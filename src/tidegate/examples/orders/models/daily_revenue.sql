@@ -25,6 +25,25 @@ values = ["completed", "shipped", "cancelled", "refunded"]
 name = "net_not_above_gross"
 type = "expression"
 expression = "net_revenue <= gross_revenue"
+
+# Reconciled per partition against the source, exact to the cent.
+[[reconciliations]]
+name = "row_count"
+source = "orders"
+source_expression = "count(*)"
+target_expression = "sum(order_count)"
+
+[[reconciliations]]
+name = "gross_amount"
+source = "orders"
+source_expression = "sum(gross_amount)"
+target_expression = "sum(gross_revenue)"
+
+[[reconciliations]]
+name = "net_amount"
+source = "orders"
+source_expression = "sum(gross_amount - discount - refund)"
+target_expression = "sum(net_revenue)"
 */
 -- Revenue per day and order status. $start and $end are the partition's bounds (UTC),
 -- bound by the engine as parameters.

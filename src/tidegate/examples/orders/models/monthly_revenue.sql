@@ -15,6 +15,18 @@ net_revenue = "DECIMAL(18, 2) NOT NULL"
 [[checks]]
 type = "unique"
 columns = ["month", "status"]
+
+[[reconciliations]]
+name = "orders"
+source = "daily_revenue"
+source_expression = "sum(order_count)"
+target_expression = "sum(order_count)"
+
+[[reconciliations]]
+name = "net_revenue"
+source = "daily_revenue"
+source_expression = "sum(net_revenue)"
+target_expression = "sum(net_revenue)"
 */
 SELECT
     CAST(date_trunc('month', order_date) AS DATE) AS month,
