@@ -52,36 +52,6 @@ def _label(spec: ModelSpec, start: int, end: int) -> str:
     return PartitionKey(Grain(spec.grain), start, end).label(spec.keys)
 
 
-def _segments(
-    spec: ModelSpec, rows: list[PublishedPartition], active: str | None
-) -> list[dict[str, Any]]:
-    """Consecutive partitions with the same state and writer, as ranges."""
-    segments: list[dict[str, Any]] = []
-    for row in rows:
-        state = _partition_state(row, active)
-        if (
-            segments
-            and segments[-1]["state"] == state
-            and segments[-1]["version"] == row.version_id
-            and segments[-1]["_end"] == row.partition_start
-        ):
-            segments[-1]["_end"] = row.partition_end
-            segments[-1]["count"] += 1
-        else:
-            segments.append(
-                {
-                    "state": state,
-                    "version": row.version_id,
-                    "count": 1,
-                    "_start": row.partition_start,
-                    "_end": row.partition_end,
-                }
-            )
-    for segment in segments:
-        segment["range"] = _range_label(spec, segment.pop("_start"), segment.pop("_end"))
-    return segments
-
-
 def _range_label(spec: ModelSpec, start: int, end: int) -> str:
     return PartitionRange(spec.grain, start, end).label(spec.keys)
 
@@ -121,8 +91,17 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             },
         }
         if model:
-            rows = ctx.state.partitions(name, -(2**62), 2**62)
-            entry["ranges"] = _segments(spec, rows, active.version_id if active else None)
+            entry["ranges"] = [
+                {
+                    "state": state,
+                    "version": version,
+                    "count": count,
+                    "range": _range_label(spec, start, end),
+                }
+                for state, version, count, start, end in ctx.state.segments(
+                    name, active.version_id if active else None
+                )
+            ]
         models.append(entry)
     return {
         "schema": "tidegate.status/v1",

@@ -170,6 +170,12 @@ class StateStore(Protocol):
     def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
         """The partitions a run has published (its checkpoints), merged into intervals."""
 
+    def segments(
+        self, model: str, active_version: str | None, limit: int = 1000
+    ) -> list[tuple[str, str | None, int, int, int]]:
+        """Consecutive partitions with the same state (published by the active version, stale,
+        failed, running, skipped) and writer: (state, version, count, start, end), in order."""
+
     def mean_publish_seconds(self, model: str) -> float | None:
         """Recorded throughput: seconds per published partition over recent batches."""
 

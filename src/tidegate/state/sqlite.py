@@ -662,6 +662,30 @@ class SQLiteStateStore:
     def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
         return self._intervals(source="run", run=run_id)
 
+    SEGMENTS = (
+        "WITH classified AS ("
+        " SELECT partition_start, partition_end, version_id, CASE"
+        "  WHEN last_state IN ('pending', 'running', 'staged', 'audited') THEN 'running'"
+        "  WHEN last_state = 'failed' THEN 'failed'"
+        "  WHEN attempt_id IS NULL THEN last_state"
+        "  WHEN version_id IS :active THEN 'published' ELSE 'stale' END AS state"
+        " FROM partitions WHERE model = :model"
+        "), marked AS ("
+        " SELECT *, CASE WHEN partition_start = lag(partition_end) OVER w"
+        "  AND state = lag(state) OVER w AND version_id IS lag(version_id) OVER w"
+        "  THEN 0 ELSE 1 END AS gap FROM classified WINDOW w AS (ORDER BY partition_start)"
+        "), islands AS ("
+        " SELECT *, sum(gap) OVER (ORDER BY partition_start) AS island FROM marked"
+        ") SELECT state, version_id, count(*), min(partition_start), max(partition_end)"
+        " FROM islands GROUP BY island ORDER BY island LIMIT :limit"
+    )
+
+    def segments(
+        self, model: str, active_version: str | None, limit: int = 1000
+    ) -> list[tuple[str, str | None, int, int, int]]:
+        rows = self._all(self.SEGMENTS, {"model": model, "active": active_version, "limit": limit})
+        return [(r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in rows]
+
     def mean_publish_seconds(self, model: str) -> float | None:
         row = self._one(
             "SELECT sum(seconds) / sum(n) FROM ("
