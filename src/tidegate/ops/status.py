@@ -73,13 +73,18 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
         spec, active = _spec(ctx, name)
         model_state = ctx.state.model_state(name)
         last = ctx.state.last_run(name)
+        active_id = active.version_id if active else None
+        if model:
+            counts, segments = ctx.state.segments(name, active_id)
+        else:
+            counts, segments = ctx.state.partition_counts(name, active_id), []
         entry: dict[str, Any] = {
             "model": name,
             "grain": spec.grain.value,
             "active_version": _version_doc(active),
             "paused": bool(model_state and model_state.paused),
             "deployed_at": model_state.deployed_at if model_state else None,
-            "partitions": ctx.state.partition_counts(name, active.version_id if active else None),
+            "partitions": counts,
             "last_run": None
             if last is None
             else {
@@ -98,9 +103,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
                     "count": count,
                     "range": _range_label(spec, start, end),
                 }
-                for state, version, count, start, end in ctx.state.segments(
-                    name, active.version_id if active else None
-                )
+                for state, version, count, start, end in segments
             ]
         models.append(entry)
     return {

@@ -172,9 +172,9 @@ class StateStore(Protocol):
 
     def segments(
         self, model: str, active_version: str | None, limit: int = 1000
-    ) -> list[tuple[str, str | None, int, int, int]]:
-        """Consecutive partitions with the same state (published by the active version, stale,
-        failed, running, skipped) and writer: (state, version, count, start, end), in order."""
+    ) -> tuple[dict[str, int], list[tuple[str, str | None, int, int, int]]]:
+        """Counts by state (as `partition_counts`) and the first `limit` runs of consecutive
+        partitions with the same state and writer: (state, version, count, start, end)."""
 
     def mean_publish_seconds(self, model: str) -> float | None:
         """Recorded throughput: seconds per published partition over recent batches."""

@@ -662,29 +662,35 @@ class SQLiteStateStore:
     def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
         return self._intervals(source="run", run=run_id)
 
-    SEGMENTS = (
-        "WITH classified AS ("
-        " SELECT partition_start, partition_end, version_id, CASE"
-        "  WHEN last_state IN ('pending', 'running', 'staged', 'audited') THEN 'running'"
-        "  WHEN last_state = 'failed' THEN 'failed'"
-        "  WHEN attempt_id IS NULL THEN last_state"
-        "  WHEN version_id IS :active THEN 'published' ELSE 'stale' END AS state"
-        " FROM partitions WHERE model = :model"
-        "), marked AS ("
-        " SELECT *, CASE WHEN partition_start = lag(partition_end) OVER w"
-        "  AND state = lag(state) OVER w AND version_id IS lag(version_id) OVER w"
-        "  THEN 0 ELSE 1 END AS gap FROM classified WINDOW w AS (ORDER BY partition_start)"
-        "), islands AS ("
-        " SELECT *, sum(gap) OVER (ORDER BY partition_start) AS island FROM marked"
-        ") SELECT state, version_id, count(*), min(partition_start), max(partition_end)"
-        " FROM islands GROUP BY island ORDER BY island LIMIT :limit"
-    )
-
     def segments(
         self, model: str, active_version: str | None, limit: int = 1000
-    ) -> list[tuple[str, str | None, int, int, int]]:
-        rows = self._all(self.SEGMENTS, {"model": model, "active": active_version, "limit": limit})
-        return [(r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in rows]
+    ) -> tuple[dict[str, int], list[tuple[str, str | None, int, int, int]]]:
+        # One streaming pass in partition order: constant memory, and faster in SQLite than
+        # window functions over a long history. Counts cover every partition.
+        counts = dict.fromkeys(("published", "stale", "failed", "running", "known"), 0)
+        found: list[list[Any]] = []
+        with self._lock:
+            cursor = self._con.execute(
+                "SELECT partition_start, partition_end, version_id, CASE"
+                " WHEN last_state IN ('pending', 'running', 'staged', 'audited') THEN 'running'"
+                " WHEN last_state = 'failed' THEN 'failed'"
+                " WHEN attempt_id IS NULL THEN last_state"
+                " WHEN version_id IS ? THEN 'published' ELSE 'stale' END"
+                " FROM partitions WHERE model = ? ORDER BY partition_start",
+                (active_version, model),
+            )
+            for start, end, version, state in cursor:
+                counts["known"] += 1
+                if state in counts:
+                    counts[state] += 1
+                last = found[-1] if found else None
+                if last and last[4] == start and last[0] == state and last[1] == version:
+                    last[2] += 1
+                    last[4] = end
+                    continue
+                if len(found) < limit:
+                    found.append([state, version, 1, start, end])
+        return counts, [(str(a), b, int(c), int(d), int(e)) for a, b, c, d, e in found]
 
     def mean_publish_seconds(self, model: str) -> float | None:
         row = self._one(
