@@ -60,8 +60,20 @@ def fill_ledger(project: Path, partitions: int) -> None:
         "'succeeded', '2025-01-01')"
     )
     rows = (
-        ("hourly_events", "hour", FIRST_HOUR + i * 3600, FIRST_HOUR + (i + 1) * 3600, version,
-         "run-bench", f"att-{i}", 1, "1:0000000000000001", "2025-01-01", f"att-{i}", "published")
+        (
+            "hourly_events",
+            "hour",
+            FIRST_HOUR + i * 3600,
+            FIRST_HOUR + (i + 1) * 3600,
+            version,
+            "run-bench",
+            f"att-{i}",
+            1,
+            "1:0000000000000001",
+            "2025-01-01",
+            f"att-{i}",
+            "published",
+        )
         for i in range(partitions)
     )
     con.executemany(
@@ -90,18 +102,32 @@ def main() -> None:
         tidegate(project, "build")
         tidegate(project, "deploy", "hourly_events")
         last = time.strftime("%Y-%m-%dT%H", time.gmtime(FIRST_HOUR + (partitions - 1) * 3600))
-        seconds, rss = tidegate(project, "backfill", "hourly_events", "--partitions",
-                                f"2000-01-01T00..{last}", "--batch-size", "24", "--dry-run")
-        print(f"dry-run of {partitions:,} hourly partitions: {seconds:.2f} s, "
-              f"peak {rss / 1024:.0f} MiB")
+        seconds, rss = tidegate(
+            project,
+            "backfill",
+            "hourly_events",
+            "--partitions",
+            f"2000-01-01T00..{last}",
+            "--batch-size",
+            "24",
+            "--dry-run",
+        )
+        print(
+            f"dry-run of {partitions:,} hourly partitions: {seconds:.2f} s, "
+            f"peak {rss / 1024:.0f} MiB"
+        )
         began = time.perf_counter()
         fill_ledger(project, partitions)
-        print(f"(ledger filled with {partitions:,} published partitions in "
-              f"{time.perf_counter() - began:.1f} s)")
+        print(
+            f"(ledger filled with {partitions:,} published partitions in "
+            f"{time.perf_counter() - began:.1f} s)"
+        )
         for args in (("status",), ("status", "hourly_events")):
             seconds, rss = tidegate(project, *args, "--json")
-            print(f"tidegate {' '.join(args)} over {partitions:,} partitions: {seconds:.2f} s, "
-                  f"peak {rss / 1024:.0f} MiB")
+            print(
+                f"tidegate {' '.join(args)} over {partitions:,} partitions: {seconds:.2f} s, "
+                f"peak {rss / 1024:.0f} MiB"
+            )
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ class DuckDBEngine:
         # Statements that are the same for every partition of a session, built once.
         self._source_checksums: dict[tuple[str, str, bool], str] = {}
         self._source_profiles: dict[tuple[str, str, str], str] = {}
+        self._published_columns: dict[str, list[Column]] = {}
 
     @staticmethod
     def _connect(
@@ -179,7 +180,9 @@ class DuckDBEngine:
         if statement is None:
             source = sql.table(table)
             names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
-            statement = sql.grouped_checksums(source, names, time_column, grain, windowed=True)
+            statement = sql.grouped_checksums(
+                source, names, time_column, grain, windowed=True, native_hash=True
+            )
             self._source_profiles[key] = statement
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {int(b): Checksum(int(n), int(d)) for b, n, d in rows}
@@ -224,7 +227,8 @@ class DuckDBEngine:
         markers: Sequence[CommitMarker],
     ) -> None:
         published = sql.table(target.name)
-        existing = self.table_columns(target.name)
+        # One writer holds the warehouse, so the columns it last saw or wrote are still there.
+        existing = self._published_columns.get(target.name) or self.table_columns(target.name)
         delete = sql.delete_partition(published, target.partition_column, target.keyed)
         self._run("BEGIN TRANSACTION")
         try:
@@ -243,6 +247,14 @@ class DuckDBEngine:
                 self._run(sql.insert_marker(), marker.__dict__)
             self._run(sql.drop_table(sql.table(staging, sql.STAGING_SCHEMA)))
             self._run("COMMIT")
+            self._published_columns[target.name] = (
+                list(target.columns)
+                if existing is None
+                else [
+                    *existing,
+                    *[c for c in target.columns if c.name not in {e.name for e in existing}],
+                ]
+            )
         except BaseException:
             self._con.execute("ROLLBACK")
             raise

@@ -311,10 +311,20 @@ def _window(column_name: str) -> exp.Expr:
 
 
 def grouped_checksums(
-    source: exp.Table, columns: Sequence[str], bucket_column: str, grain: str, windowed: bool
+    source: exp.Table,
+    columns: Sequence[str],
+    bucket_column: str,
+    grain: str,
+    windowed: bool,
+    native_hash: bool = False,
 ) -> str:
-    """Per time partition: (partition start, row count, digest) — one query for a whole batch."""
-    hashed = exp.cast(row_hash(columns), exp.DataType.Type.INT128)
+    """Per time partition: (partition start, row count, digest) — one query for a whole batch.
+
+    `native_hash` uses the engine's own row hash: cheaper, but comparable only within one
+    engine — right for input fingerprints, never for published checksums.
+    """
+    row = exp.func("hash", *[column(c) for c in columns]) if native_hash else row_hash(columns)
+    hashed = exp.cast(row, exp.DataType.Type.INT128)
     digest = exp.Mod(
         this=exp.Coalesce(this=exp.Sum(this=hashed), expressions=[exp.Literal.number(0)]),
         expression=exp.Literal.number(2**64),
