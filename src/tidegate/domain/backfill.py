@@ -15,6 +15,8 @@ from tidegate.domain.errors import UsageError
 from tidegate.domain.partitions import Grain, IntervalSet, PartitionRange, following
 
 RATE_WINDOW_SECONDS = 60.0
+# Waits end this much past the window, so float rounding never lets a start in early.
+RATE_MARGIN_SECONDS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -162,4 +164,4 @@ def next_start_delay(starts: Sequence[float], now: float, rate_per_minute: int |
     recent = [s for s in starts if s > now - RATE_WINDOW_SECONDS]
     if len(recent) < rate_per_minute:
         return 0.0
-    return recent[-rate_per_minute] + RATE_WINDOW_SECONDS - now
+    return recent[-rate_per_minute] + RATE_WINDOW_SECONDS + RATE_MARGIN_SECONDS - now

@@ -1,0 +1,151 @@
+"""Backfill plans, the rate limiter and stop-loss: pure rules."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidegate.domain.backfill import (
+    RATE_WINDOW_SECONDS,
+    BackfillPlan,
+    Progress,
+    StopLoss,
+    fired,
+    next_start_delay,
+    parse_rate,
+)
+from tidegate.domain.errors import UsageError
+from tidegate.domain.model import Reconciliation
+from tidegate.domain.partitions import DAY_SECONDS, Grain, IntervalSet, parse_range
+from tidegate.domain.reconciliation import compare
+
+YEAR = parse_range("2025-01-01..2025-12-31", Grain.DAY)
+
+
+def plan(selection: tuple[tuple[int, int], ...], batch_size: int = 7) -> BackfillPlan:
+    return BackfillPlan("daily_revenue", "abc", Grain.DAY, selection, batch_size=batch_size)
+
+
+def test_batches_cover_the_selection_exactly_once_and_never_span_a_gap() -> None:
+    march = parse_range("2025-03-01..2025-03-31", Grain.DAY)
+    january = parse_range("2025-01-01..2025-01-10", Grain.DAY)
+    chosen = plan(((january.start, january.end), (march.start, march.end)))
+    batches = list(chosen.batches())
+    covered = [key.start for batch in batches for key in batch]
+    assert covered == [k.start for k in january] + [k.start for k in march]
+    assert len(covered) == len(set(covered)) == chosen.partitions == 41
+    assert all(len(b) <= 7 for b in batches)
+    assert not any(b.start < march.start < b.end for b in batches)
+    assert [len(b) for b in batches] == [7, 3, 7, 7, 7, 7, 3]
+
+
+def test_batches_skip_checkpoints_for_resume() -> None:
+    chosen = plan(((YEAR.start, YEAR.end),), batch_size=30)
+    done = IntervalSet.of([(YEAR.start, YEAR.start + 40 * DAY_SECONDS)])
+    first = next(chosen.batches(skip=done))
+    assert first.start == YEAR.start + 40 * DAY_SECONDS
+    assert sum(len(b) for b in chosen.batches(skip=done)) == 365 - 40
+
+
+def test_a_plan_over_a_million_hours_is_counted_without_iterating() -> None:
+    hours = parse_range("2000-01-01T00..2114-01-29T15", Grain.HOUR)
+    chosen = BackfillPlan("m", "v", Grain.HOUR, ((hours.start, hours.end),), batch_size=24)
+    assert chosen.partitions == len(hours) == 1_000_000
+    first = next(chosen.batches())
+    assert len(first) == 24
+
+
+def test_a_plan_round_trips_through_its_recorded_json() -> None:
+    chosen = BackfillPlan(
+        "daily_revenue",
+        "abc",
+        Grain.DAY,
+        ((YEAR.start, YEAR.end),),
+        batch_size=7,
+        max_concurrency=2,
+        rate_per_minute=30,
+        stop_loss=StopLoss(max_failures=3),
+        stale_only=True,
+        requested="2025-01-01..2025-12-31",
+    )
+    assert BackfillPlan.from_json(chosen.to_json()) == chosen
+
+
+@pytest.mark.parametrize("text", ["0/min", "5/hour", "x/min", "30", "-1/min"])
+def test_bad_rates_are_refused(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_rate(text)
+
+
+def test_rates_parse() -> None:
+    assert parse_rate("30/min") == 30
+    assert parse_rate(None) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rate=st.integers(min_value=1, max_value=5),
+    gaps=st.lists(st.floats(min_value=0, max_value=30), min_size=1, max_size=40),
+)
+def test_the_limiter_never_allows_more_than_rate_starts_in_any_minute(
+    rate: int, gaps: list[float]
+) -> None:
+    now, starts = 0.0, []
+    for gap in gaps:
+        now += gap
+        now += max(0.0, next_start_delay(starts, now, rate))
+        assert next_start_delay(starts, now, rate) <= 1e-9
+        starts.append(now)
+    for start in starts:
+        window = [s for s in starts if start - RATE_WINDOW_SECONDS < s <= start]
+        assert len(window) <= rate
+
+
+def test_the_limiter_waits_exactly_until_the_oldest_start_leaves_the_window() -> None:
+    assert next_start_delay([0.0, 10.0], 20.0, 2) == pytest.approx(40.0)
+    assert next_start_delay([0.0, 10.0], 20.0, 3) == 0.0
+    assert next_start_delay([0.0, 10.0], 70.0, 2) == 0.0
+    assert next_start_delay([], 0.0, None) == 0.0
+
+
+def test_stop_loss_fires_on_the_first_condition_met() -> None:
+    loss = StopLoss(max_failures=2, max_failure_ratio=0.5, max_source_rows=100, max_wall_seconds=60)
+    assert fired(loss, Progress(done=10, failed=1, source_rows=50), "d") is None
+    hit = fired(loss, Progress(done=10, failed=2), "2025-01-05")
+    assert hit is not None and (hit.name, hit.partition) == ("max_failures", "2025-01-05")
+    assert fired(loss, Progress(done=2, failed=1), "x").name == "max_failure_ratio"  # type: ignore[union-attr]
+    assert fired(loss, Progress(source_rows=101), "x").name == "max_source_rows"  # type: ignore[union-attr]
+    assert fired(loss, Progress(elapsed_seconds=61), "x").name == "max_wall_time"  # type: ignore[union-attr]
+    assert fired(StopLoss(), Progress(check_failures=1), "x").name == "check_failure"  # type: ignore[union-attr]
+    assert fired(StopLoss(halt_on_check_failure=False), Progress(check_failures=1), "x") is None
+    assert fired(StopLoss(), Progress(reconciliation_mismatches=1), "x").name == (  # type: ignore[union-attr]
+        "reconciliation_mismatch"
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"max_failures": 0},
+        {"max_failure_ratio": 1.5},
+        {"max_source_rows": 0},
+        {"max_wall_seconds": 0},
+    ],
+)
+def test_impossible_stop_losses_are_refused(arguments: dict[str, float]) -> None:
+    with pytest.raises(UsageError):
+        StopLoss(**arguments)  # type: ignore[arg-type]
+
+
+def test_reconciliation_compares_within_tolerance_and_treats_nothing_as_zero() -> None:
+    exact = Reconciliation("net", "orders", "sum(a)", "sum(b)")
+    assert compare(exact, "10.00", "10.00").passed
+    assert not compare(exact, "10.00", "10.01").passed
+    assert compare(exact, None, "0").passed
+    loose = Reconciliation("net", "orders", "sum(a)", "sum(b)", tolerance="0.05")
+    assert compare(loose, "10.00", "10.05").passed
+    assert not compare(loose, "10.00", "10.06").passed
+    assert Decimal(compare(loose, "1", "2").tolerance) == Decimal("0.05")
