@@ -518,3 +518,57 @@ class StateStoreContract:
             inputs, key=lambda i: i.upstream
         )
         assert store.inputs("att-other") == []
+
+    # backfill support ----------------------------------------------------------------------
+
+    def test_intervals_checkpoints_and_segments(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        # days 0-2 and 5 published by v1 in RUN_A, day 3 by v2, day 4 failed
+        for day, version in ((0, V1), (1, V1), (2, V1), (5, V1), (3, V2)):
+            store.create_attempt(attempt(f"att-{day}", day=day, version_id=version.version_id))
+            self.publish_through(store, f"att-{day}", 1, "1:0000000000000001")
+        store.create_attempt(attempt("att-4", day=4))
+        store.move_attempt("att-4", AttemptState.FAILED, AT, error="boom")
+        day = DAY_SECONDS
+        assert store.published_intervals("daily_revenue", T0, T0 + 10 * day) == [
+            (T0, T0 + 4 * day),
+            (T0 + 5 * day, T0 + 6 * day),
+        ]
+        assert store.published_intervals("daily_revenue", T0, T0 + 10 * day, V1.version_id) == [
+            (T0, T0 + 3 * day),
+            (T0 + 5 * day, T0 + 6 * day),
+        ]
+        assert store.run_checkpoints(RUN_A) == [(T0, T0 + 4 * day), (T0 + 5 * day, T0 + 6 * day)]
+        counts, segments = store.segments("daily_revenue", V1.version_id)
+        assert counts == store.partition_counts("daily_revenue", V1.version_id)
+        assert counts["published"] == 4 and counts["stale"] == 1 and counts["failed"] == 1
+        assert [(s[0], s[2], s[3]) for s in segments] == [
+            ("published", 3, T0),
+            ("stale", 1, T0 + 3 * day),
+            ("failed", 1, T0 + 4 * day),
+            ("published", 1, T0 + 5 * day),
+        ]
+        _, first_two = store.segments("daily_revenue", V1.version_id, limit=2)
+        assert len(first_two) == 2
+
+    def test_stop_requests_and_reopening_a_run(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        assert not store.stop_requested(RUN_A)
+        store.request_stop(RUN_A, AT)
+        store.request_stop(RUN_A, "2030-01-01T00:00:00+00:00")  # idempotent: the first stays
+        assert store.stop_requested(RUN_A)
+        found = store.get_run(RUN_A)
+        assert found is not None and found.stop_requested_at == AT
+        store.finish_run(RUN_A, RunStatus.STOPPED, "stopped", AT, trigger=None)
+        store.reopen_run(RUN_A, 4242)
+        reopened = store.get_run(RUN_A)
+        assert reopened is not None
+        assert (reopened.status, reopened.pid, reopened.stop_requested_at) == (
+            RunStatus.RUNNING,
+            4242,
+            None,
+        )
+        assert [r.run_id for r in store.runs()] == [RUN_A]
+        assert store.runs(kind="no such kind") == []
