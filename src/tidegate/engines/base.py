@@ -100,6 +100,17 @@ class Engine(Protocol):
         start (None for rows whose partition column is NULL); partitions with nothing to count
         are absent. Read-only."""
 
+    def measure_all_by_partition(
+        self,
+        checks: Sequence[CheckSpec],
+        staging: str,
+        bounds: Mapping[str, Any],
+        partition_column: str,
+        grain: str,
+    ) -> list[dict[int | None, int]]:
+        """`measure_by_partition` for several checks at once (as few passes as the engine
+        can), in the order given. Read-only."""
+
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         """Content checksum of a staging table over `columns`, in that order. Read-only."""
 

@@ -152,6 +152,34 @@ class DuckDBEngine:
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {None if b is None else int(b): int(n) for b, n in rows}
 
+    def measure_all_by_partition(
+        self,
+        checks: Sequence[CheckSpec],
+        staging: str,
+        bounds: Mapping[str, Any],
+        partition_column: str,
+        grain: str,
+    ) -> list[dict[int | None, int]]:
+        by = sql.bucket(partition_column, grain)
+        source = sql.table(staging, sql.STAGING_SCHEMA)
+        row_level = [c for c in checks if c.kind != "unique"]
+        found: dict[str, dict[int | None, int]] = {}
+        if row_level:
+            statement = sql.check_measures(row_level, source, by)
+            rows = self._run(statement, self._only(bounds, statement)).fetchall()
+            for index, check in enumerate(row_level):
+                found[check.name] = {
+                    None if r[0] is None else int(r[0]): int(r[index + 1])
+                    for r in rows
+                    if r[index + 1]
+                }
+        for check in checks:
+            if check.kind == "unique":
+                found[check.name] = self.measure_by_partition(
+                    check, staging, bounds, partition_column, grain
+                )
+        return [found[c.name] for c in checks]
+
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         statement = sql.checksum(sql.table(staging, sql.STAGING_SCHEMA), columns, None)
         rows, digest = self._run(statement).fetchone()

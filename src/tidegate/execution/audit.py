@@ -55,19 +55,20 @@ def audit(
     results: dict[int, list[CheckResult]] = {p.start: [contract] for p in partitions}
     if not contract.passed:
         return results
-    for check in (bounds_check(spec), *spec.checks):
-        if spec.grain is Grain.KEY:
-            measured: dict[int | None, int] = {
-                partitions[0].start: engine.measure(check, staging, bounds)
-            }
-        else:
-            measured = engine.measure_by_partition(
-                check, staging, bounds, spec.partition_column, spec.grain.value
-            )
+    checks = (bounds_check(spec), *spec.checks)
+    if spec.grain is Grain.KEY:
+        measured: list[dict[int | None, int]] = [
+            {partitions[0].start: engine.measure(check, staging, bounds)} for check in checks
+        ]
+    else:
+        measured = engine.measure_all_by_partition(
+            checks, staging, bounds, spec.partition_column, spec.grain.value
+        )
+    for check, values in zip(checks, measured, strict=True):
         if check.kind == "partition_bounds":
             # rows outside the window belong to no partition being written: all of them fail
-            stray = sum(measured.values())
-            measured = {p.start: stray for p in partitions}
+            stray = sum(values.values())
+            values = {p.start: stray for p in partitions}
         for partition in partitions:
-            results[partition.start].append(judge(check, measured.get(partition.start, 0)))
+            results[partition.start].append(judge(check, values.get(partition.start, 0)))
     return results

@@ -202,6 +202,19 @@ def check_measure(check: CheckSpec, source: exp.Table, by: exp.Expr | None = Non
     return _sql(select.group_by(exp.column("bucket")))
 
 
+def check_measures(checks: Sequence[CheckSpec], source: exp.Table, by: exp.Expr) -> str:
+    """Several row-level checks (not `unique`) in one pass: per partition bucket, one count of
+    violations per check, in the order given."""
+    counts = []
+    for check in checks:
+        where = _violations(check)
+        count = exp.Count(this=exp.Star())
+        counts.append(
+            count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
+        )
+    return _sql(exp.select(by.as_("bucket"), *counts).from_(source).group_by(exp.column("bucket")))
+
+
 def markers_ddl() -> str:
     target = table(MARKERS, META_SCHEMA)
     fields = [
