@@ -292,7 +292,7 @@ def test_exact_lines_in_the_orders_example(project: Path) -> None:
         "start is a number": (DAILY, 4),
         "unknown grain": (DAILY, 2),
         "unknown column type": (DAILY, 11),
-        "reads an unknown table": (DAILY, 37),
+        "reads an unknown table": (DAILY, 56),
         "unknown engine in tidegate.toml": (PROJECT_FILE, 6),
     }
     for case, (file, number) in expected.items():

@@ -1,7 +1,9 @@
 """Every `--json` document matches the versioned JSON Schema its "schema" field names.
 
 One real project is driven through init, build, deploy, successful, skipped and failing runs,
-status, show and history, plus the demo and an error; every document printed is validated.
+status, show and history, plus the demo and an error; a second one through backfills (dry run,
+succeeded, halted by a stop-loss, with skipped partitions, stopped on request, list, show run).
+Every document printed is validated; a backfill prints JSON lines, one document per event.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 import tidegate
-from tests.kit import Result, example_project
+from tests.kit import Result, example_project, spawn
 from tests.kit import tidegate as run_cli
 
 SCHEMAS = Path(tidegate.__file__).parent / "schemas"
@@ -49,6 +51,15 @@ PRODUCED = {
     "show run succeeded": "run",
     "show run failed": "run",
     "history": "history",
+    "backfill dry run": "backfill-plan",
+    "backfill halted by a stop-loss": "backfill-event",
+    "backfill with skipped partitions": "backfill-event",
+    "show run backfill halted": "run",
+    "backfill succeeded": "backfill-event",
+    "backfill stop": "backfill-stop",
+    "backfill stopped": "backfill-event",
+    "show run backfill stopped": "run",
+    "backfill list": "backfill-list",
     "error": "error",
     "demo": "demo",
 }
@@ -118,6 +129,12 @@ class Outputs:
         self.results.setdefault(label, []).append(result)
         return documents(result.stdout)
 
+    def record(self, label: str, result: Result, code: int) -> list[dict[str, Any]]:
+        """A command run elsewhere (a real process): check its exit and keep its output."""
+        assert result.exit_code == code, (label, result.stderr)
+        self.results.setdefault(label, []).append(result)
+        return documents(result.stdout)
+
     def documents(self, label: str) -> list[dict[str, Any]]:
         return [d for result in self.results[label] for d in documents(result.stdout)]
 
@@ -157,13 +174,69 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("show run succeeded", "show", "run", ok["run_id"], *p)
     out.cli("show run failed", "show", "run", failed[0]["run_id"], *p)
     out.cli("history", "history", "daily_revenue", *p)
+    backfills(out, project, root / "backfills")
     out.cli("error", "status", "no_such_model", *p, code=2)
     out.cli("demo", "demo", "--rows-per-day", "5")
     return out
 
 
+def backfills(out: Outputs, project: Path, fresh: Path) -> None:
+    """Every backfill document: `project` has the failing check deployed, `fresh` is clean."""
+    p = ("--project", project)
+    out.cli(
+        "backfill dry run",
+        *("backfill", "daily_revenue", "--partitions", "2025-03-04..2025-03-20"),
+        *("--batch-size", "7", "--rate", "30/min", "--dry-run", *p),
+    )
+    halted = out.cli(
+        "backfill halted by a stop-loss",
+        *("backfill", "daily_revenue", "--partitions", "2025-03-04..2025-03-06", *p),
+        code=1,
+    )
+    out.cli(
+        "backfill with skipped partitions",
+        *("backfill", "monthly_revenue", "--partitions", "2025-02..2025-04", *p),
+        code=1,
+    )
+    out.cli("show run backfill halted", "show", "run", halted[0]["run_id"], *p)
+
+    example_project(fresh, rows_per_day=5)
+    f = ("--project", fresh)
+    out.cli(
+        "backfill succeeded",
+        *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-10", *f),
+        *("--batch-size", "3", "--max-concurrency", "2"),
+    )
+    # a whole year, one partition per batch: it is still running when the stop arrives
+    process = spawn(
+        *("backfill", "daily_revenue", "--partitions", "2025-01-11..2025-12-31", "--json", *f)
+    )
+    assert process.stdout is not None
+    started = json.loads(process.stdout.readline())
+    out.cli("backfill stop", "backfill", "stop", started["run_id"], *f)
+    rest, stderr = process.communicate(timeout=120)
+    out.record(
+        "backfill stopped", Result(process.returncode, json.dumps(started) + "\n" + rest, stderr), 5
+    )
+    out.cli("show run backfill stopped", "show", "run", started["run_id"], *f)
+    out.cli("backfill list", "backfill", "list", *f)
+
+
 def test_every_command_was_run(outputs: Outputs) -> None:
     assert list(outputs.results) == list(PRODUCED)
+
+
+def variants(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object shapes a schema allows: itself, or each branch of a top-level oneOf (a
+    JSON-lines stream has one shape per event kind)."""
+    if "oneOf" not in schema:
+        return [schema]
+    found = []
+    for branch in schema["oneOf"]:
+        ref = branch["$ref"]
+        assert ref.startswith("#/$defs/"), ref
+        found.append(schema["$defs"][ref.removeprefix("#/$defs/")])
+    return found
 
 
 @pytest.mark.parametrize("name", sorted(schema_files()))
@@ -172,9 +245,10 @@ def test_schema_file_is_a_valid_strict_draft_2020_12_schema(name: str) -> None:
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == DRAFT
     assert schema["$id"] == f"urn:tidegate:schema:{name}:v1"
-    assert schema["properties"]["schema"] == {"const": f"tidegate.{name}/v1"}
-    assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == set(schema["properties"])
+    for shape in variants(schema):
+        assert shape["properties"]["schema"] == {"const": f"tidegate.{name}/v1"}
+        assert shape["additionalProperties"] is False
+        assert set(shape["required"]) == set(shape["properties"])
 
 
 @pytest.mark.parametrize("label", list(PRODUCED))
@@ -208,6 +282,10 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "init",
         "demo",
         "error",
+        "backfill-event",
+        "backfill-plan",
+        "backfill-stop",
+        "backfill-list",
     }
 
 
@@ -252,6 +330,48 @@ def test_the_outputs_cover_the_states_the_schemas_enumerate(outputs: Outputs) ->
         "revenue_report",
     ]
     assert doc("error")["exit_code"] == 2
+    published_reconciliations = published["published"]["reconciliations"]
+    assert [r["name"] for r in published_reconciliations] == ["orders", "net_revenue"]
+    assert all(r["passed"] for r in published_reconciliations)
+
+
+def test_the_backfill_outputs_cover_what_their_schemas_enumerate(outputs: Outputs) -> None:
+    events = {
+        label: outputs.documents(label) for label in PRODUCED if PRODUCED[label] == "backfill-event"
+    }
+    for label, stream in events.items():
+        kinds = [e["event"] for e in stream]
+        assert kinds[0] == "start" and kinds[-1] == "end", (label, kinds)
+        assert set(kinds[1:-1]) <= {"partition"}, (label, kinds)
+        assert len({e["run_id"] for e in stream}) == 1, label
+    ends = {label: stream[-1] for label, stream in events.items()}
+    assert {e["status"] for e in ends.values()} == {"succeeded", "failed", "stopped"}
+    states = {e["state"] for s in events.values() for e in s if e["event"] == "partition"}
+    assert states == {"published", "failed", "skipped"}
+    trigger = ends["backfill halted by a stop-loss"]["trigger"]
+    assert trigger is not None and trigger["name"] == "check_failure"
+    assert trigger["partition"] == "2025-03-04"
+    assert ends["backfill succeeded"]["trigger"] is None
+
+    doc = outputs.first
+    plan = doc("backfill dry run")
+    assert (plan["partitions"], plan["batches"], plan["rate_per_minute"]) == (17, 3, 30)
+    assert plan["first_batches"] == [
+        "2025-03-04..2025-03-10",
+        "2025-03-11..2025-03-17",
+        "2025-03-18..2025-03-20",
+    ]
+    halted = doc("show run backfill halted")
+    assert halted["trigger"] is not None and halted["trigger"].startswith("check_failure at ")
+    assert halted["plan"]["stop_loss"]["halt_on_check_failure"] is True
+    assert [a["failed_checks"] for a in halted["attempts"]] == [["never_negative"]]
+    stopped = doc("show run backfill stopped")
+    assert stopped["status"] == "stopped"
+    assert stopped["stop_requested_at"] is not None
+    assert stopped["plan"]["selection"] and stopped["plan_hash"] is None
+    listed = [r["status"] for r in doc("backfill list")["runs"]]
+    assert listed == ["stopped", "succeeded"]  # newest first
+    assert doc("backfill stop")["run_id"] == stopped["run_id"]
 
 
 def mutated(document: dict[str, Any], path: list[str | int], value: Any) -> dict[str, Any]:
@@ -295,7 +415,54 @@ REGRESSIONS = {
     "error: a two-line message": ("error", ["error"], "first\nsecond"),
     "error: unknown exit code": ("error", ["exit_code"], 7),
     "wrong schema version": ("deploy", ["schema"], "tidegate.deploy/v2"),
+    "partition: reconciliation passed as text": (
+        "show partition published",
+        ["published", "reconciliations", 0, "passed"],
+        "yes",
+    ),
+    "run: unknown run status": ("show run backfill stopped", ["status"], "paused"),
+    "run: trigger without a partition": (
+        "show run backfill halted",
+        ["trigger"],
+        "check_failure",
+    ),
+    "run: plan batch size 0": ("show run backfill halted", ["plan", "batch_size"], 0),
+    "run: stop-loss with an unknown key": (
+        "show run backfill halted",
+        ["plan", "stop_loss", "max_retries"],
+        3,
+    ),
+    "run: attempt batch as text": ("show run backfill halted", ["attempts", 0, "batch"], "0"),
+    "run: failed check names as one string": (
+        "show run backfill halted",
+        ["attempts", 0, "failed_checks"],
+        "never_negative",
+    ),
+    "backfill-event: unknown event": ("backfill succeeded", ["event"], "progress"),
+    "backfill-event: start without a model": ("backfill succeeded", ["model"], KeyError),
+    "backfill-plan: negative source rows": (
+        "backfill dry run",
+        ["source_rows", "orders"],
+        -1,
+    ),
+    "backfill-plan: batches missing": ("backfill dry run", ["batches"], KeyError),
+    "backfill-stop: not requested": ("backfill stop", ["stop_requested"], False),
+    "backfill-list: unknown status": ("backfill list", ["runs", 0, "status"], "done"),
 }
+
+
+def test_backfill_events_reject_regressions(outputs: Outputs) -> None:
+    """Each event kind is checked against its own shape, not the union of all of them."""
+    stream = outputs.documents("backfill halted by a stop-loss")
+    start, partition, end = stream[0], stream[1], stream[-1]
+    check = validator("backfill-event")
+    assert all(check.is_valid(e) for e in (start, partition, end))
+    assert not check.is_valid(mutated(partition, ["event"], "start"))
+    assert not check.is_valid(mutated(partition, ["state"], "audited"))
+    assert not check.is_valid(mutated(end, ["trigger", "name"], "max_retries"))
+    assert not check.is_valid(mutated(end, ["trigger", "partition"], KeyError))
+    assert not check.is_valid(mutated(end, ["published"], -1))
+    assert not check.is_valid(mutated(start, ["batch_size"], 0))
 
 
 @pytest.mark.parametrize("case", list(REGRESSIONS))

@@ -26,6 +26,7 @@ from tidegate.execution.inputs import read_inputs
 from tidegate.execution.unit import Computed, ReadFrom, Unit, compute
 from tidegate.state.base import StateStore
 
+STOP_POLL_SECONDS = 0.5
 NO_STOP_LOSS = StopLoss(halt_on_check_failure=False, halt_on_reconciliation_mismatch=False)
 
 
@@ -129,10 +130,12 @@ class Executor:
                 continue
             delay = next_start_delay(starts, self.timer.monotonic(), options.rate_per_minute)
             if delay > 0:
+                # wait in short slices: a stop request is seen within STOP_POLL_SECONDS
+                pause = min(delay, STOP_POLL_SECONDS)
                 if inflight:
-                    wait(inflight, timeout=delay, return_when=FIRST_COMPLETED)
+                    wait(inflight, timeout=pause, return_when=FIRST_COMPLETED)
                 else:
-                    self.timer.sleep(delay)
+                    self.timer.sleep(pause)
                 continue
             try:
                 index, batch = next(pending)
@@ -143,8 +146,12 @@ class Executor:
             # only the newest `rate` starts matter to the sliding window: memory stays bounded
             del starts[: -(options.rate_per_minute or 1)]
             options.on_batch(index, batch, starts[-1])
-            for unit in self._prepare(run_id, version, index, batch, report, options):
+            units = self._prepare(run_id, version, index, batch, report, options)
+            for unit in units:
                 inflight[pool.submit(self._compute, handles, version, unit)] = unit
+            if not units and report.trigger is None:
+                # a batch that failed before computing (unreadable inputs) counts too
+                report.trigger = fired(options.stop_loss, report.progress, self._last_label)
 
     _last_label: str = ""
 
@@ -396,6 +403,7 @@ class Executor:
         mismatch: bool = False,
     ) -> None:
         ids = {p.start: _attempt_id(attempts[p.start]) for p in partitions}
+        self._last_label = partitions[-1].label(spec.keys)
         self.state.move_attempts(
             [(ids[p.start], None, None, reasons[p.start]) for p in partitions],
             AttemptState.FAILED,

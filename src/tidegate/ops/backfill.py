@@ -236,7 +236,10 @@ def read_plan_file(path: Path) -> tuple[dict[str, Any], str]:
 
     if not path.is_file():
         raise UsageError(f"plan file {path} does not exist")
-    text = path.read_text()
+    try:
+        text = path.read_bytes().decode("utf-8")  # as on disk: no newline translation
+    except UnicodeDecodeError as error:
+        raise UsageError(f"plan file {path} is not UTF-8: {error}") from None
     try:
         return toml_errors.loads(text), text
     except toml_errors.TOMLDecodeError as error:
@@ -267,19 +270,21 @@ def request_from(values: dict[str, Any], plan_file: str | None, plan_text: str |
     for required in ("model", "partitions"):
         if not values.get(required):
             raise UsageError(f"{plan_file or 'backfill'}: {required} is required")
+    # a failure budget means "tolerate failures up to it": a failed check then no longer halts
+    budget = values.get("max_failures") is not None or values.get("max_failure_ratio") is not None
     try:
         return Request(
             model=str(values["model"]),
             partitions=str(values["partitions"]),
-            batch_size=int(values.get("batch_size") or 1),
-            max_concurrency=int(values.get("max_concurrency") or 1),
+            batch_size=_count(values, "batch_size"),
+            max_concurrency=_count(values, "max_concurrency"),
             rate=values.get("rate"),
             stop_loss=StopLoss(
                 max_failures=values.get("max_failures"),
                 max_failure_ratio=values.get("max_failure_ratio"),
                 max_source_rows=values.get("max_source_rows"),
                 max_wall_seconds=values.get("max_wall_seconds"),
-                halt_on_check_failure=bool(values.get("halt_on_check_failure", True)),
+                halt_on_check_failure=bool(values.get("halt_on_check_failure", not budget)),
                 halt_on_reconciliation_mismatch=bool(
                     values.get("halt_on_reconciliation_mismatch", True)
                 ),
@@ -290,6 +295,10 @@ def request_from(values: dict[str, Any], plan_file: str | None, plan_text: str |
         )
     except (TypeError, ValueError) as error:
         raise UsageError(f"{plan_file or 'backfill'}: {error}") from None
+
+
+def _count(values: dict[str, Any], key: str) -> int:
+    return int(values[key]) if values.get(key) is not None else 1
 
 
 def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:

@@ -1,0 +1,215 @@
+"""G5 bounded blast radius, measured: the executor never exceeds its rate or its concurrency.
+
+The rate limiter is driven by a fake timer (the Timer seam), so the test asserts on recorded
+start times instead of sleeping; concurrency is observed by counting stagings in flight on the
+engine handles the worker threads use, with a barrier that makes the first two really overlap.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.kit import warehouse_rows
+from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.backfill import RATE_WINDOW_SECONDS, BackfillPlan
+from tidegate.domain.clock import stamp
+from tidegate.domain.ids import new_run_id
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import IntervalSet, PartitionRange, parse_range
+from tidegate.domain.run import Run
+from tidegate.execution.executor import Options, Outcome, Report
+from tidegate.execution.session import WriterSession, writer_session
+from tidegate.ops.context import Context
+
+
+class FakeTimer:
+    """Monotonic time that only moves when the code under test sleeps."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0, seconds
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@contextmanager
+def session_for(project: Path) -> Iterator[tuple[Context, WriterSession, Version]]:
+    """A writer session on `project`, as `ops.backfill` builds it, and daily_revenue's version."""
+    ctx = Context(project)
+    try:
+        state = ctx.state.model_state("daily_revenue")
+        assert state is not None and state.active_version
+        version = ctx.state.get_version(state.active_version)
+        assert version is not None
+        with writer_session(ctx.project, ctx.state, ctx.clock, False) as session:
+            yield ctx, session, version
+    finally:
+        ctx.close()
+
+
+def batches(version: Version, partitions: str, batch_size: int) -> list[PartitionRange]:
+    spec = version.spec
+    chosen = parse_range(partitions, spec.grain, spec.keys)
+    plan = BackfillPlan(
+        model=spec.name,
+        version_id=version.version_id,
+        grain=spec.grain,
+        selection=IntervalSet.of([(chosen.start, chosen.end)]).intervals,
+        batch_size=batch_size,
+    )
+    return list(plan.batches())
+
+
+def new_run(ctx: Context, partitions: str) -> str:
+    run_id = new_run_id()
+    ctx.state.create_run(
+        Run(
+            run_id=run_id,
+            kind="backfill",
+            models=("daily_revenue",),
+            partitions=partitions,
+            requester="test",
+            status=RunStatus.RUNNING,
+            started_at=stamp(ctx.clock),
+        )
+    )
+    return run_id
+
+
+def most_in_any_window(starts: list[float], window: float) -> int:
+    """The most starts inside any half-open window [t, t + window)."""
+    return max(sum(1 for s in starts if t <= s < t + window) for t in starts)
+
+
+def test_most_in_any_window_counts_a_sliding_window() -> None:
+    assert most_in_any_window([0.0, 0.0, 60.0, 60.0], 60) == 2
+    assert most_in_any_window([0.0, 30.0, 59.0, 61.0], 60) == 3
+    assert most_in_any_window([0.0, 60.0, 120.0], 60) == 1
+
+
+def test_rate_limit_never_exceeds_n_starts_in_any_sliding_minute(project: Path) -> None:
+    rate = 2
+    timer = FakeTimer()
+    starts: list[float] = []
+    outcomes: list[Outcome] = []
+    partitions = "2025-01-01..2025-01-07"
+    with session_for(project) as (ctx, session, version):
+        run_id = new_run(ctx, partitions)
+        planned = batches(version, partitions, batch_size=1)
+        report = session.executor(timer).execute(
+            run_id,
+            version,
+            enumerate(planned),
+            Options(
+                max_concurrency=2,
+                rate_per_minute=rate,
+                on_batch=lambda _index, _batch, at: starts.append(at),
+                on_outcome=outcomes.append,
+            ),
+        )
+    assert isinstance(report, Report)
+    assert report.published == 7 and report.failed == 0 and report.skipped == 0
+    assert {o.state for o in outcomes} == {AttemptState.PUBLISHED}
+    assert len(starts) == 7 == len(planned)
+    assert starts == sorted(starts)
+    assert most_in_any_window(starts, RATE_WINDOW_SECONDS) <= rate, starts
+    # 7 starts at 2 a minute need at least 3 more minutes after the first: the limiter waited
+    assert starts[-1] - starts[0] >= 3 * RATE_WINDOW_SECONDS, starts
+    assert timer.now - 1000.0 >= 3 * RATE_WINDOW_SECONDS and timer.slept
+    # …and no longer than it had to: each pair starts as soon as the window allows (a margin
+    # of microseconds against float rounding is fine)
+    assert starts[-1] - starts[0] <= 3 * RATE_WINDOW_SECONDS + 1e-3, (starts, timer.slept)
+    days = warehouse_rows(project, "SELECT count(DISTINCT order_date) FROM daily_revenue")
+    assert days == [(7,)]
+
+
+def test_without_a_rate_the_fake_clock_never_sleeps(project: Path) -> None:
+    """The control for the test above: the waits come from the rate, not from the executor."""
+    timer = FakeTimer()
+    starts: list[float] = []
+    partitions = "2025-01-01..2025-01-04"
+    with session_for(project) as (ctx, session, version):
+        report = session.executor(timer).execute(
+            new_run(ctx, partitions),
+            version,
+            enumerate(batches(version, partitions, batch_size=1)),
+            Options(max_concurrency=2, on_batch=lambda _i, _b, at: starts.append(at)),
+        )
+    assert report.published == 4
+    assert starts == [1000.0] * 4 and timer.slept == []
+
+
+class Gauge:
+    """Counts stagings in flight; the first `meet` of them wait for each other."""
+
+    def __init__(self, meet: int) -> None:
+        self.lock = threading.Lock()
+        self.current = self.highest = self.entered = 0
+        self.barrier = threading.Barrier(meet, timeout=30)
+        self.meet = meet
+
+    def enter(self) -> bool:
+        with self.lock:
+            self.current += 1
+            self.entered += 1
+            self.highest = max(self.highest, self.current)
+            return self.entered <= self.meet
+
+    def leave(self) -> None:
+        with self.lock:
+            self.current -= 1
+
+
+class CountingHandle:
+    """An engine handle whose stage() is counted; everything else goes to the real handle."""
+
+    def __init__(self, inner: Any, gauge: Gauge) -> None:
+        self._inner = inner
+        self._gauge = gauge
+
+    def stage(self, staging: str, sql_text: str, bounds: Any) -> None:
+        first = self._gauge.enter()
+        try:
+            if first:
+                self._gauge.barrier.wait()  # raises BrokenBarrierError if nothing overlaps
+            self._inner.stage(staging, sql_text, bounds)
+        finally:
+            self._gauge.leave()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_concurrency_never_exceeds_max_concurrency_and_reaches_it(project: Path) -> None:
+    gauge = Gauge(meet=2)
+    handles: list[CountingHandle] = []
+    partitions = "2025-01-01..2025-01-12"
+    with session_for(project) as (ctx, session, version):
+        original = session.engine.handle
+
+        def counted() -> Any:
+            handles.append(CountingHandle(original(), gauge))
+            return handles[-1]
+
+        session.engine.handle = counted  # type: ignore[method-assign]
+        report = session.executor(FakeTimer()).execute(
+            new_run(ctx, partitions),
+            version,
+            enumerate(batches(version, partitions, batch_size=2)),
+            Options(max_concurrency=2),
+        )
+    assert report.published == 12 and report.failed == 0
+    assert len(handles) == 2, "one handle per batch in flight"
+    assert gauge.entered == 6  # six batches of two, each staged once
+    assert gauge.highest == 2, gauge.highest
+    assert gauge.current == 0
