@@ -26,12 +26,7 @@ class WriterSession:
     reconciliation: Reconciliation
 
     def active_spec(self, model: str) -> ModelSpec:
-        model_state = self.state.model_state(model)
-        version = (
-            self.state.get_version(model_state.active_version)
-            if model_state and model_state.active_version
-            else None
-        )
+        version = self.state.active_version(model)
         if version is None:
             raise UsageError(
                 f"model {model!r} has no active version; run `tidegate deploy {model}`"

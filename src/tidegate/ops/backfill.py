@@ -56,9 +56,7 @@ class Result:
 def active_version(ctx: Context, model: str) -> Version:
     ctx.project.model(model)
     state = ctx.state.model_state(model)
-    version = (
-        ctx.state.get_version(state.active_version) if state and state.active_version else None
-    )
+    version = ctx.state.active_version(model)
     if version is None:
         raise UsageError(f"model {model!r} has no active version; run `tidegate deploy {model}`")
     if state is not None and state.paused:

@@ -82,12 +82,7 @@ def build(ctx: Context) -> list[Built]:
         upstream = {parent: fingerprints[parent] for parent in spec.upstream}
         full, rendered = snapshot(project, spec, upstream)
         fingerprints[name] = full
-        model_state = state.model_state(name)
-        active = (
-            state.get_version(model_state.active_version)
-            if model_state and model_state.active_version
-            else None
-        )
+        active = state.active_version(name)
         existing = state.find_version(name, full)
         change = classify_change(
             active.spec.columns if active else None,

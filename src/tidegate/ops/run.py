@@ -48,11 +48,7 @@ def _plan(
     notes: list[str] = []
     for name in [m for m in project.order if m in models]:
         model_state = state.model_state(name)
-        version = (
-            state.get_version(model_state.active_version)
-            if model_state and model_state.active_version
-            else None
-        )
+        version = state.active_version(name)
         if version is None:
             if partition is not None or len(models) == 1:
                 raise UsageError(

@@ -25,12 +25,7 @@ from tidegate.ops.context import Context
 
 
 def _spec(ctx: Context, model: str) -> tuple[ModelSpec, Version | None]:
-    model_state = ctx.state.model_state(model)
-    active = (
-        ctx.state.get_version(model_state.active_version)
-        if model_state and model_state.active_version
-        else None
-    )
+    active = ctx.state.active_version(model)
     return (active.spec if active else ctx.project.model(model)), active
 
 

@@ -53,6 +53,9 @@ class StateStore(Protocol):
     def resolve_version(self, model: str, ref: str) -> Version | None:
         """A version of `model` by `vN`, full id or unique id prefix."""
 
+    def active_version(self, model: str) -> Version | None:
+        """The version `model` runs now, if one was deployed."""
+
     def versions(self, model: str) -> list[Version]: ...
 
     def next_seq(self, model: str) -> int: ...

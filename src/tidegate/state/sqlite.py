@@ -139,6 +139,14 @@ class SQLiteStateStore:
         )
         return version_from_row(rows[0]) if len(rows) == 1 else None
 
+    def active_version(self, model: str) -> Version | None:
+        row = self._one(
+            "SELECT versions.* FROM model_state JOIN versions "
+            "ON versions.version_id = model_state.active_version WHERE model_state.model = ?",
+            (model,),
+        )
+        return version_from_row(row) if row else None
+
     def versions(self, model: str) -> list[Version]:
         rows = self._all("SELECT * FROM versions WHERE model = ? ORDER BY seq", (model,))
         return [version_from_row(r) for r in rows]
