@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit import example_project
+from tests.kit import example_project, remove_templates
 
 
 @pytest.fixture
@@ -16,3 +16,7 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def undeployed_project(tmp_path: Path) -> Path:
     return example_project(tmp_path / "proj", deploy=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    remove_templates()

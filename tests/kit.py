@@ -67,6 +67,13 @@ def run_process(
 _TEMPLATES: dict[tuple[int, int], Path] = {}
 
 
+def remove_templates() -> None:
+    """Remove the example projects initialized for this test session."""
+    for template in _TEMPLATES.values():
+        shutil.rmtree(template, ignore_errors=True)
+    _TEMPLATES.clear()
+
+
 def example_project(
     target: Path, rows_per_day: int = 20, seed: int = 1, deploy: bool = True
 ) -> Path:

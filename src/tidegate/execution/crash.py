@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 ENVIRONMENT_VARIABLE = "TIDEGATE_CRASH_AT"
 
@@ -20,6 +21,7 @@ CRASH_POINTS = (
 )
 
 _hits: dict[str, int] = {}
+_lock = threading.Lock()  # worker threads reach the same point concurrently
 
 
 def crash_point(name: str) -> None:
@@ -31,6 +33,8 @@ def crash_point(name: str) -> None:
     target, _, nth = armed.partition(":")
     if target != name:
         return
-    _hits[name] = _hits.get(name, 0) + 1
-    if _hits[name] >= int(nth or 1):
+    with _lock:
+        _hits[name] = _hits.get(name, 0) + 1
+        reached = _hits[name] >= int(nth or 1)
+    if reached:
         os.kill(os.getpid(), signal.SIGKILL)
