@@ -44,13 +44,8 @@ def predecessors(target: AttemptState) -> frozenset[AttemptState]:
 
 
 class IllegalTransition(TidegateError):
-    pass
-
-
-def move(current: AttemptState, target: AttemptState) -> AttemptState:
-    if not can_move(current, target):
-        raise IllegalTransition(f"attempt cannot move from {current.value} to {target.value}")
-    return target
+    """An attempt was asked to move where the state machine does not allow (a bug, not a user
+    mistake: the ledger refuses it rather than record an impossible history)."""
 
 
 class RunStatus(str, Enum):

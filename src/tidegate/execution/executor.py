@@ -153,7 +153,8 @@ class Executor:
                 # a batch that failed before computing (unreadable inputs) counts too
                 report.trigger = fired(options.stop_loss, report.progress, self._last_label)
 
-    _last_label: str = ""
+    # the last partition the coordinator finished: where a stop-loss fires
+    _last_label: str = field(default="", init=False)
 
     @contextmanager
     def _handles(self, count: int) -> Iterator[tuple[queue.Queue[Engine], list[Engine]]]:

@@ -26,9 +26,6 @@ class RunResult:
     reconciliation: Reconciliation
     notes: tuple[str, ...]
 
-    def count(self, state: AttemptState) -> int:
-        return sum(1 for o in self.outcomes if o.state is state)
-
 
 def latest_complete(spec: ModelSpec, now: int) -> PartitionRange:
     """The newest partition whose period has ended by `now` (nothing before the model's start)."""
