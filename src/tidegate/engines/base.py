@@ -36,6 +36,15 @@ class CommitMarker:
 
 
 @dataclass(frozen=True)
+class PartitionProfile:
+    """What one pass over a partition's rows measured."""
+
+    checksum: Checksum
+    violations: tuple[int, ...] = ()
+    values: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
 class Target:
     """Where a model publishes, and how its partitions are recognised."""
 
@@ -100,17 +109,6 @@ class Engine(Protocol):
         start (None for rows whose partition column is NULL); partitions with nothing to count
         are absent. Read-only."""
 
-    def measure_all_by_partition(
-        self,
-        checks: Sequence[CheckSpec],
-        staging: str,
-        bounds: Mapping[str, Any],
-        partition_column: str,
-        grain: str,
-    ) -> list[dict[int | None, int]]:
-        """`measure_by_partition` for several checks at once (as few passes as the engine
-        can), in the order given. Read-only."""
-
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         """Content checksum of a staging table over `columns`, in that order. Read-only."""
 
@@ -119,16 +117,28 @@ class Engine(Protocol):
     ) -> Checksum:
         """Checksum of the source rows in a partition's time window. Read-only."""
 
+    def profile(
+        self,
+        table: str,
+        staged: bool,
+        partition_column: str,
+        grain: str,
+        bounds: Mapping[str, Any] | None,
+        columns: Sequence[str] | None = None,
+        checks: Sequence[CheckSpec] = (),
+        aggregates: Sequence[str] = (),
+    ) -> dict[int | None, PartitionProfile]:
+        """One pass over a staging table (`staged`) or a published/source table, grouped by time
+        partition of `grain` on `partition_column`: each partition's checksum over `columns`
+        (None: every column, with the engine's cheaper native hash — for input fingerprints),
+        the violations of each row-level check and each aggregate's value as text. With
+        `bounds`, only rows in the $start/$end window. Read-only."""
+
     def source_profile(
         self, table: str, time_column: str, grain: str, bounds: Mapping[str, Any]
     ) -> dict[int, Checksum]:
         """Per time partition of `grain` in the $start/$end window: the source rows' checksum,
         keyed by partition start. Partitions without rows are absent. Read-only."""
-
-    def partition_checksums(
-        self, staging: str, columns: Sequence[str], partition_column: str, grain: str
-    ) -> dict[int, Checksum]:
-        """Per time partition: the checksum of a staging table's rows. Read-only."""
 
     def aggregates_by_partition(
         self,

@@ -12,7 +12,7 @@ import duckdb
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import BusyError, EngineError, UsageError
 from tidegate.domain.model import CheckSpec, Column
-from tidegate.engines.base import Capabilities, CommitMarker, Target
+from tidegate.engines.base import Capabilities, CommitMarker, PartitionProfile, Target
 from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem, parse_type
 
@@ -49,7 +49,7 @@ class DuckDBEngine:
         self._con.execute("SET TimeZone = 'UTC'")
         # Statements that are the same for every partition of a session, built once.
         self._source_checksums: dict[tuple[str, str, bool], str] = {}
-        self._source_profiles: dict[tuple[str, str, str], str] = {}
+        self._source_profiles: dict[tuple[object, ...], str] = {}
         self._published_columns: dict[str, list[Column]] = {}
 
     @staticmethod
@@ -152,34 +152,6 @@ class DuckDBEngine:
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {None if b is None else int(b): int(n) for b, n in rows}
 
-    def measure_all_by_partition(
-        self,
-        checks: Sequence[CheckSpec],
-        staging: str,
-        bounds: Mapping[str, Any],
-        partition_column: str,
-        grain: str,
-    ) -> list[dict[int | None, int]]:
-        by = sql.bucket(partition_column, grain)
-        source = sql.table(staging, sql.STAGING_SCHEMA)
-        row_level = [c for c in checks if c.kind != "unique"]
-        found: dict[str, dict[int | None, int]] = {}
-        if row_level:
-            statement = sql.check_measures(row_level, source, by)
-            rows = self._run(statement, self._only(bounds, statement)).fetchall()
-            for index, check in enumerate(row_level):
-                found[check.name] = {
-                    None if r[0] is None else int(r[0]): int(r[index + 1])
-                    for r in rows
-                    if r[index + 1]
-                }
-        for check in checks:
-            if check.kind == "unique":
-                found[check.name] = self.measure_by_partition(
-                    check, staging, bounds, partition_column, grain
-                )
-        return [found[c.name] for c in checks]
-
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         statement = sql.checksum(sql.table(staging, sql.STAGING_SCHEMA), columns, None)
         rows, digest = self._run(statement).fetchone()
@@ -200,28 +172,56 @@ class DuckDBEngine:
         rows, digest = self._run(statement, self._only(bounds, statement)).fetchone()
         return Checksum(int(rows), int(digest))
 
+    def profile(
+        self,
+        table: str,
+        staged: bool,
+        partition_column: str,
+        grain: str,
+        bounds: Mapping[str, Any] | None,
+        columns: Sequence[str] | None = None,
+        checks: Sequence[CheckSpec] = (),
+        aggregates: Sequence[str] = (),
+    ) -> dict[int | None, PartitionProfile]:
+        source = sql.table(table, sql.STAGING_SCHEMA if staged else None)
+        # a staging table holds only its batch; a source is read in the $start/$end window
+        windowed = bounds is not None and not staged
+        key = (table, staged, partition_column, grain, windowed, tuple(aggregates))
+        statement = None if staged or checks or columns else self._source_profiles.get(key)
+        if statement is None:
+            native = columns is None
+            names = list(columns) if columns is not None else self._all_columns(source)
+            statement = sql.grouped_checksums(
+                source,
+                names,
+                partition_column,
+                grain,
+                windowed,
+                native,
+                checks,
+                aggregates,
+            )
+            if not (staged or checks or columns):
+                self._source_profiles[key] = statement
+        rows = self._run(statement, self._only(bounds or {}, statement)).fetchall()
+        width = len(checks)
+        return {
+            None if r[0] is None else int(r[0]): PartitionProfile(
+                Checksum(int(r[1]), int(r[2])),
+                tuple(int(v) for v in r[3 : 3 + width]),
+                tuple(None if v is None else str(v) for v in r[3 + width :]),
+            )
+            for r in rows
+        }
+
+    def _all_columns(self, source: Any) -> list[str]:
+        return [row[0] for row in self._run(sql.describe(source)).fetchall()]
+
     def source_profile(
         self, table: str, time_column: str, grain: str, bounds: Mapping[str, Any]
     ) -> dict[int, Checksum]:
-        key = (table, time_column, grain)
-        statement = self._source_profiles.get(key)
-        if statement is None:
-            source = sql.table(table)
-            names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
-            statement = sql.grouped_checksums(
-                source, names, time_column, grain, windowed=True, native_hash=True
-            )
-            self._source_profiles[key] = statement
-        rows = self._run(statement, self._only(bounds, statement)).fetchall()
-        return {int(b): Checksum(int(n), int(d)) for b, n, d in rows}
-
-    def partition_checksums(
-        self, staging: str, columns: Sequence[str], partition_column: str, grain: str
-    ) -> dict[int, Checksum]:
-        source = sql.table(staging, sql.STAGING_SCHEMA)
-        statement = sql.grouped_checksums(source, columns, partition_column, grain, False)
-        rows = self._run(statement).fetchall()
-        return {int(b): Checksum(int(n), int(d)) for b, n, d in rows}
+        found = self.profile(table, False, time_column, grain, bounds)
+        return {b: p.checksum for b, p in found.items() if b is not None}
 
     def aggregates_by_partition(
         self,

@@ -40,31 +40,20 @@ def bounds_check(spec: ModelSpec) -> CheckSpec:
     )
 
 
-def audit(
-    engine: Engine,
-    spec: ModelSpec,
-    staging: str,
-    bounds: Mapping[str, Any],
+def contract_check(engine: Engine, spec: ModelSpec, staging: str) -> CheckResult:
+    return contract_result(contract_problems(spec.columns, engine.staging_columns(staging)))
+
+
+def judge_all(
+    contract: CheckResult,
+    checks: Sequence[CheckSpec],
+    measured: Mapping[str, Mapping[int | None, int]],
     partitions: Sequence[PartitionKey],
 ) -> dict[int, list[CheckResult]]:
-    """Every check result for each staged partition (keyed by its start), the contract first.
-
-    Checks are measured once for the whole batch, grouped by partition.
-    """
-    contract = contract_result(contract_problems(spec.columns, engine.staging_columns(staging)))
+    """Every check result for each staged partition (keyed by its start), the contract first."""
     results: dict[int, list[CheckResult]] = {p.start: [contract] for p in partitions}
-    if not contract.passed:
-        return results
-    checks = (bounds_check(spec), *spec.checks)
-    if spec.grain is Grain.KEY:
-        measured: list[dict[int | None, int]] = [
-            {partitions[0].start: engine.measure(check, staging, bounds)} for check in checks
-        ]
-    else:
-        measured = engine.measure_all_by_partition(
-            checks, staging, bounds, spec.partition_column, spec.grain.value
-        )
-    for check, values in zip(checks, measured, strict=True):
+    for check in checks:
+        values = measured[check.name]
         if check.kind == "partition_bounds":
             # rows outside the window belong to no partition being written: all of them fail
             stray = sum(values.values())
@@ -72,3 +61,14 @@ def audit(
         for partition in partitions:
             results[partition.start].append(judge(check, values.get(partition.start, 0)))
     return results
+
+
+def measure_key_partition(
+    engine: Engine,
+    checks: Sequence[CheckSpec],
+    staging: str,
+    bounds: Mapping[str, Any],
+    partition: PartitionKey,
+) -> dict[str, dict[int | None, int]]:
+    """A key-list partition is one unit with no time buckets: measure each check on it."""
+    return {c.name: {partition.start: engine.measure(c, staging, bounds)} for c in checks}

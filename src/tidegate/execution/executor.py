@@ -276,6 +276,7 @@ class Executor:
                 tuple(run),
                 {p.start: attempts[p.start].attempt_id for p in run},
                 index,
+                {p.start: plan.source_values.get(p.start, {}) for p in run},
             )
             for run in _consecutive(ready)
         ]

@@ -23,6 +23,8 @@ class ReadPlan:
     inputs: dict[int, list[Input]]
     missing: dict[int, str]
     source_rows: int
+    # per partition start: reconciliation name → the source side's value, read in the same pass
+    source_values: dict[int, dict[str, str | None]]
 
 
 def read_inputs(
@@ -54,6 +56,7 @@ def read_inputs(
             read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
             inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
     source_rows = 0
+    source_values: dict[int, dict[str, str | None]] = {}
     for source in (sources[name] for name in spec.sources):
         if spec.keys:
             # a key-list partition has no time window: it reads the whole source
@@ -67,14 +70,21 @@ def read_inputs(
                     Input(source.name, "source", partition.start, partition.end, str(whole))
                 )
             continue
-        profiles = engine.source_profile(
+        rules = [r for r in spec.reconciliations if r.source == source.name]
+        profiles = engine.profile(
             source.table,
+            False,
             source.time_column,
             spec.grain.value,
             window_bounds(batch.start, batch.end),
+            aggregates=[r.source_expression for r in rules],
         )
         for partition in partitions:
-            profile = profiles.get(partition.start)
+            found = profiles.get(partition.start)
+            values = found.values if found else (None,) * len(rules)
+            for rule, value in zip(rules, values, strict=True):
+                source_values.setdefault(partition.start, {})[rule.name] = value
+            profile = found.checksum if found else None
             if profile is None or profile.rows == 0:
                 missing.setdefault(
                     partition.start, f"source {source.name} has no rows in the partition's window"
@@ -84,7 +94,7 @@ def read_inputs(
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
-    return ReadPlan(inputs, missing, source_rows)
+    return ReadPlan(inputs, missing, source_rows, source_values)
 
 
 def _clip(parent: ModelSpec, start: int, end: int) -> tuple[int, int]:

@@ -11,11 +11,16 @@ from dataclasses import dataclass, field
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
-from tidegate.domain.model import ModelSpec, Reconciliation, Version
+from tidegate.domain.model import ModelSpec, Version
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.reconciliation import ReconciliationResult, compare
-from tidegate.engines.base import Engine, bound_values, window_bounds
-from tidegate.execution.audit import audit
+from tidegate.engines.base import Engine, PartitionProfile, bound_values, window_bounds
+from tidegate.execution.audit import (
+    bounds_check,
+    contract_check,
+    judge_all,
+    measure_key_partition,
+)
 from tidegate.execution.crash import crash_point
 
 
@@ -33,6 +38,8 @@ class Unit:
     partitions: tuple[PartitionKey, ...]
     attempts: dict[int, str]  # partition start → attempt id
     batch: int
+    # partition start → reconciliation name → the source side's value, read with the inputs
+    source_values: dict[int, dict[str, str | None]] = field(default_factory=dict)
 
     def bounds(self, spec: ModelSpec) -> dict[str, object]:
         if spec.keys:
@@ -69,7 +76,7 @@ def compute(
     read_from: Mapping[str, ReadFrom],
     on_staged: Callable[[Unit], None],
 ) -> Computed:
-    """Stage the unit's rows, audit them and reconcile them. Never publishes."""
+    """Stage the unit's rows, audit, checksum and reconcile them. Never publishes."""
     spec = version.spec
     bounds = unit.bounds(spec)
     staging = f"{spec.name}__{unit.attempts[unit.partitions[0].start]}"
@@ -77,69 +84,119 @@ def compute(
         engine.stage(staging, version.sql, bounds)
         on_staged(unit)
         crash_point("after_stage")
-        checks = audit(engine, spec, staging, bounds, unit.partitions)
-        if not all(r.passed for r in checks[unit.partitions[0].start] if r.kind == "contract"):
-            return Computed(unit, staging, checks=checks)
-        checksums = _checksums(engine, spec, staging, unit)
-        reconciled = _reconcile(engine, spec, staging, unit, read_from)
+        contract = contract_check(engine, spec, staging)
+        if not contract.passed:
+            return Computed(unit, staging, checks={p.start: [contract] for p in unit.partitions})
+        if spec.keys:
+            return _compute_key(engine, spec, staging, bounds, unit, contract)
+        return _compute_window(engine, spec, staging, bounds, unit, read_from, contract)
     except EngineError as error:
         engine.drop_staging(staging)
         return Computed(unit, staging, error=str(error))
-    return Computed(unit, staging, checks, checksums, reconciled)
 
 
-def _checksums(engine: Engine, spec: ModelSpec, staging: str, unit: Unit) -> dict[int, Checksum]:
-    columns = [c.name for c in spec.columns]
-    if spec.keys:
-        return {unit.partitions[0].start: engine.checksum(staging, columns)}
-    found = engine.partition_checksums(staging, columns, spec.partition_column, spec.grain.value)
-    return {p.start: found.get(p.start, Checksum(0, 0)) for p in unit.partitions}
+def _compute_key(
+    engine: Engine,
+    spec: ModelSpec,
+    staging: str,
+    bounds: Mapping[str, object],
+    unit: Unit,
+    contract: CheckResult,
+) -> Computed:
+    partition = unit.partitions[0]
+    checks = (bounds_check(spec), *spec.checks)
+    measured = measure_key_partition(engine, checks, staging, bounds, partition)
+    checksum = engine.checksum(staging, [c.name for c in spec.columns])
+    return Computed(
+        unit,
+        staging,
+        judge_all(contract, checks, measured, unit.partitions),
+        {partition.start: checksum},
+    )
+
+
+def _compute_window(
+    engine: Engine,
+    spec: ModelSpec,
+    staging: str,
+    bounds: Mapping[str, object],
+    unit: Unit,
+    read_from: Mapping[str, ReadFrom],
+    contract: CheckResult,
+) -> Computed:
+    """One pass over the staged batch: checksums, row-level checks and reconciliation targets,
+    per partition; `unique` checks need a pass of their own."""
+    grain = spec.grain.value
+    checks = (bounds_check(spec), *spec.checks)
+    row_level = [c for c in checks if c.kind != "unique"]
+    profiles = engine.profile(
+        staging,
+        True,
+        spec.partition_column,
+        grain,
+        bounds,
+        [c.name for c in spec.columns],
+        row_level,
+        [r.target_expression for r in spec.reconciliations],
+    )
+    measured: dict[str, dict[int | None, int]] = {
+        check.name: {b: p.violations[i] for b, p in profiles.items() if p.violations[i]}
+        for i, check in enumerate(row_level)
+    }
+    for check in checks:
+        if check.kind == "unique":
+            measured[check.name] = engine.measure_by_partition(
+                check, staging, bounds, spec.partition_column, grain
+            )
+    empty = PartitionProfile(Checksum(0, 0))
+    produced = {p.start: profiles.get(p.start, empty) for p in unit.partitions}
+    return Computed(
+        unit,
+        staging,
+        judge_all(contract, checks, measured, unit.partitions),
+        {start: found.checksum for start, found in produced.items()},
+        _reconcile(engine, spec, unit, produced, read_from),
+    )
 
 
 def _reconcile(
     engine: Engine,
     spec: ModelSpec,
-    staging: str,
     unit: Unit,
+    produced: Mapping[int, PartitionProfile],
     read_from: Mapping[str, ReadFrom],
 ) -> dict[int, list[ReconciliationResult]]:
-    results: dict[int, list[ReconciliationResult]] = {p.start: [] for p in unit.partitions}
-    if not spec.reconciliations:
-        return results
-    bounds = window_bounds(unit.window.start, unit.window.end)
-    grain = spec.grain.value
-    target = engine.aggregates_by_partition(
-        staging,
-        True,
-        spec.partition_column,
-        grain,
-        [r.target_expression for r in spec.reconciliations],
-        bounds,
-    )
-    by_source: dict[str, list[tuple[int, Reconciliation]]] = {}
-    for index, rule in enumerate(spec.reconciliations):
-        by_source.setdefault(rule.source, []).append((index, rule))
-    source_values: dict[int, dict[int, str | None]] = {}
-    for name, rules in by_source.items():
+    """Compare each rule's source side (read with the inputs, or from an upstream model here)
+    with the target side measured in the staging pass."""
+    source_values = {start: dict(values) for start, values in unit.source_values.items()}
+    from_models = [r for r in spec.reconciliations if r.source not in spec.sources]
+    for name in {r.source for r in from_models}:
+        rules = [r for r in from_models if r.source == name]
         origin = read_from[name]
         measured = engine.aggregates_by_partition(
             origin.table,
             False,
             origin.time_column,
-            grain,
-            [rule.source_expression for _, rule in rules],
-            bounds,
+            spec.grain.value,
+            [r.source_expression for r in rules],
+            window_bounds(unit.window.start, unit.window.end),
         )
-        for position, (index, _) in enumerate(rules):
-            source_values[index] = {b: values[position] for b, values in measured.items()}
-    for partition in unit.partitions:
-        produced = target.get(partition.start)
-        for index, rule in enumerate(spec.reconciliations):
-            results[partition.start].append(
-                compare(
-                    rule,
-                    source_values[index].get(partition.start),
-                    None if produced is None else produced[index],
-                )
+        for partition in unit.partitions:
+            values = measured.get(partition.start, [None] * len(rules))
+            for rule, value in zip(rules, values, strict=True):
+                source_values.setdefault(partition.start, {})[rule.name] = value
+    return {
+        p.start: [
+            compare(
+                rule,
+                source_values.get(p.start, {}).get(rule.name),
+                _value(produced[p.start], index),
             )
-    return results
+            for index, rule in enumerate(spec.reconciliations)
+        ]
+        for p in unit.partitions
+    }
+
+
+def _value(profile: PartitionProfile, index: int) -> str | None:
+    return profile.values[index] if index < len(profile.values) else None

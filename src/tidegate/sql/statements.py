@@ -202,19 +202,6 @@ def check_measure(check: CheckSpec, source: exp.Table, by: exp.Expr | None = Non
     return _sql(select.group_by(exp.column("bucket")))
 
 
-def check_measures(checks: Sequence[CheckSpec], source: exp.Table, by: exp.Expr) -> str:
-    """Several row-level checks (not `unique`) in one pass: per partition bucket, one count of
-    violations per check, in the order given."""
-    counts = []
-    for check in checks:
-        where = _violations(check)
-        count = exp.Count(this=exp.Star())
-        counts.append(
-            count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
-        )
-    return _sql(exp.select(by.as_("bucket"), *counts).from_(source).group_by(exp.column("bucket")))
-
-
 def markers_ddl() -> str:
     target = table(MARKERS, META_SCHEMA)
     fields = [
@@ -330,8 +317,11 @@ def grouped_checksums(
     grain: str,
     windowed: bool,
     native_hash: bool = False,
+    checks: Sequence[CheckSpec] = (),
+    aggregates: Sequence[str] = (),
 ) -> str:
-    """Per time partition: (partition start, row count, digest) — one query for a whole batch.
+    """Per time partition, in one pass over a whole batch: (partition start, row count, digest,
+    one violation count per row-level check, one text value per aggregate expression).
 
     `native_hash` uses the engine's own row hash: cheaper, but comparable only within one
     engine — right for input fingerprints, never for published checksums.
@@ -344,11 +334,21 @@ def grouped_checksums(
     )
     key = bucket(bucket_column, grain)
     select = exp.select(
-        key.as_("bucket"), exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR")
+        key.as_("bucket"),
+        exp.Count(this=exp.Star()),
+        exp.cast(digest, "VARCHAR"),
+        *[_violation_count(check) for check in checks],
+        *[exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR") for text in aggregates],
     ).from_(source)
     if windowed:
         select = select.where(_window(bucket_column))
     return _sql(select.group_by(exp.column("bucket")))
+
+
+def _violation_count(check: CheckSpec) -> exp.Expr:
+    where = _violations(check)
+    count = exp.Count(this=exp.Star())
+    return count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
 
 
 def grouped_aggregates(
