@@ -48,8 +48,7 @@ class DuckDBEngine:
         self._con = self._connect(path, wait, wait_timeout, on_wait, read_only)
         self._con.execute("SET TimeZone = 'UTC'")
         # Statements that are the same for every partition of a session, built once.
-        self._source_checksums: dict[tuple[str, str, bool], str] = {}
-        self._source_profiles: dict[tuple[object, ...], str] = {}
+        self._statements: dict[tuple[object, ...], str] = {}
         self._published_columns: dict[str, list[Column]] = {}
 
     @staticmethod
@@ -117,7 +116,10 @@ class DuckDBEngine:
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]
 
     def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
-        statement = sql.create_table_as(sql.table(staging, sql.STAGING_SCHEMA), sql_text)
+        statement = self._statement(
+            ("stage", staging, sql_text),
+            lambda: sql.create_table_as(sql.table(staging, sql.STAGING_SCHEMA), sql_text),
+        )
         try:
             self._run(statement, self._only(bounds, statement))
         except EngineError:
@@ -126,9 +128,19 @@ class DuckDBEngine:
 
     def staging_columns(self, staging: str) -> list[Column]:
         source = sql.table(staging, sql.STAGING_SCHEMA)
-        described = self._run(sql.describe(source)).fetchall()
+        described = self._run(
+            self._statement(("describe", staging), lambda: sql.describe(source))
+        ).fetchall()
         names = [row[0] for row in described]
-        nulls = self._run(sql.null_counts(source, names)).fetchone() if names else ()
+        nulls = (
+            self._run(
+                self._statement(
+                    ("nulls", staging, tuple(names)), lambda: sql.null_counts(source, names)
+                )
+            ).fetchone()
+            if names
+            else ()
+        )
         return [
             _column(row[0], row[1], bool(count))
             for row, count in zip(described, nulls or (), strict=False)
@@ -148,7 +160,10 @@ class DuckDBEngine:
         grain: str,
     ) -> dict[int | None, int]:
         by = sql.bucket(partition_column, grain)
-        statement = sql.check_measure(check, sql.table(staging, sql.STAGING_SCHEMA), by)
+        statement = self._statement(
+            ("measure", _check_key(check), staging, partition_column, grain),
+            lambda: sql.check_measure(check, sql.table(staging, sql.STAGING_SCHEMA), by),
+        )
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {None if b is None else int(b): int(n) for b, n in rows}
 
@@ -162,13 +177,13 @@ class DuckDBEngine:
     ) -> Checksum:
         # a key-list partition has no time window: it reads the whole source
         windowed = "start" in bounds
-        statement = self._source_checksums.get((table, time_column, windowed))
-        if statement is None:
-            source = sql.table(table)
-            names = [row[0] for row in self._run(sql.describe(source)).fetchall()]
+        source = sql.table(table)
+
+        def build() -> str:
             where = sql.partition_predicate(time_column, False) if windowed else None
-            statement = sql.checksum(source, names, where)
-            self._source_checksums[(table, time_column, windowed)] = statement
+            return sql.checksum(source, self._all_columns(source), where)
+
+        statement = self._statement(("fingerprint", table, time_column, windowed), build)
         rows, digest = self._run(statement, self._only(bounds, statement)).fetchone()
         return Checksum(int(rows), int(digest))
 
@@ -186,23 +201,32 @@ class DuckDBEngine:
         source = sql.table(table, sql.STAGING_SCHEMA if staged else None)
         # a staging table holds only its batch; a source is read in the $start/$end window
         windowed = bounds is not None and not staged
-        key = (table, staged, partition_column, grain, windowed, tuple(aggregates))
-        statement = None if staged or checks or columns else self._source_profiles.get(key)
-        if statement is None:
-            native = columns is None
+        key = (
+            "profile",
+            table,
+            staged,
+            partition_column,
+            grain,
+            windowed,
+            None if columns is None else tuple(columns),
+            tuple(_check_key(c) for c in checks),
+            tuple(aggregates),
+        )
+
+        def build() -> str:
             names = list(columns) if columns is not None else self._all_columns(source)
-            statement = sql.grouped_checksums(
+            return sql.grouped_checksums(
                 source,
                 names,
                 partition_column,
                 grain,
                 windowed,
-                native,
+                columns is None,
                 checks,
                 aggregates,
             )
-            if not (staged or checks or columns):
-                self._source_profiles[key] = statement
+
+        statement = self._statement(key, build)
         rows = self._run(statement, self._only(bounds or {}, statement)).fetchall()
         width = len(checks)
         return {
@@ -213,6 +237,19 @@ class DuckDBEngine:
             )
             for r in rows
         }
+
+    def _statement(self, key: tuple[object, ...], build: Callable[[], str]) -> str:
+        """SQL built once per session: the same model, staging slot and checks give the same
+        statement for every batch; only the bound values change."""
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = build()
+        return statement
+
+    def _drop_statement(self, staging: str) -> str:
+        return self._statement(
+            ("drop", staging), lambda: sql.drop_table(sql.table(staging, sql.STAGING_SCHEMA))
+        )
 
     def _all_columns(self, source: Any) -> list[str]:
         return [row[0] for row in self._run(sql.describe(source)).fetchall()]
@@ -243,8 +280,7 @@ class DuckDBEngine:
         twin.path = self.path
         twin._con = self._con.cursor()
         twin._con.execute("SET TimeZone = 'UTC'")
-        twin._source_checksums = {}
-        twin._source_profiles = {}
+        twin._statements = {}
         return twin
 
     def publish(
@@ -257,7 +293,18 @@ class DuckDBEngine:
         published = sql.table(target.name)
         # One writer holds the warehouse, so the columns it last saw or wrote are still there.
         existing = self._published_columns.get(target.name) or self.table_columns(target.name)
-        delete = sql.delete_partition(published, target.partition_column, target.keyed)
+        delete = self._statement(
+            ("delete", target.name, target.partition_column, target.keyed),
+            lambda: sql.delete_partition(published, target.partition_column, target.keyed),
+        )
+        insert = self._statement(
+            ("insert", target.name, tuple(c.name for c in target.columns), staging),
+            lambda: sql.insert_from(
+                published, target.columns, sql.table(staging, sql.STAGING_SCHEMA)
+            ),
+        )
+        marker_insert = self._statement(("marker",), sql.insert_marker)
+        drop = self._drop_statement(staging)
         self._run("BEGIN TRANSACTION")
         try:
             if existing is None:
@@ -268,12 +315,10 @@ class DuckDBEngine:
                     if col.name not in known:
                         self._run(sql.add_column(published, Column(col.name, col.type)))
             self._run(delete, self._only(bounds, delete))
-            self._run(
-                sql.insert_from(published, target.columns, sql.table(staging, sql.STAGING_SCHEMA))
-            )
+            self._run(insert)
             for marker in markers:
-                self._run(sql.insert_marker(), marker.__dict__)
-            self._run(sql.drop_table(sql.table(staging, sql.STAGING_SCHEMA)))
+                self._run(marker_insert, marker.__dict__)
+            self._run(drop)
             self._run("COMMIT")
             self._published_columns[target.name] = (
                 list(target.columns)
@@ -304,7 +349,7 @@ class DuckDBEngine:
     def drop_staging(self, staging: str | None = None) -> int:
         names = [staging] if staging is not None else self.staging_tables()
         for name in names:
-            self._run(sql.drop_table(sql.table(name, sql.STAGING_SCHEMA)))
+            self._run(self._drop_statement(name))
         return len(names)
 
     def interrupt(self) -> None:
@@ -319,3 +364,7 @@ class DuckDBEngine:
 
         self._run(CREATE_ORDERS, {"rows_per_day": rows_per_day, "seed": seed, "days": DAYS})
         return int(self._run(sql.count_rows(sql.table("orders"))).fetchone()[0])
+
+
+def _check_key(check: CheckSpec) -> tuple[object, ...]:
+    return (check.name, check.kind, check.severity.value, repr(sorted(check.params.items())))

@@ -104,7 +104,7 @@ class Executor:
         options: Options,
         report: Report,
         pool: ThreadPoolExecutor,
-        handles: queue.Queue[Engine],
+        handles: queue.Queue[tuple[int, Engine]],
     ) -> None:
         began = self.timer.monotonic()
         starts: list[float] = []
@@ -157,23 +157,32 @@ class Executor:
     _last_label: str = field(default="", init=False)
 
     @contextmanager
-    def _handles(self, count: int) -> Iterator[tuple[queue.Queue[Engine], list[Engine]]]:
-        handles: queue.Queue[Engine] = queue.Queue()
+    def _handles(
+        self, count: int
+    ) -> Iterator[tuple[queue.Queue[tuple[int, Engine]], list[Engine]]]:
+        """One engine handle per worker slot; a slot computes one unit at a time, so its
+        staging table name is its own and the statements built for it can be reused."""
+        handles: queue.Queue[tuple[int, Engine]] = queue.Queue()
         opened = [self.engine.handle() for _ in range(count)]
-        for handle in opened:
-            handles.put(handle)
+        for slot, handle in enumerate(opened):
+            handles.put((slot, handle))
         try:
             yield handles, opened
         finally:
             for handle in opened:
                 handle.close()
 
-    def _compute(self, handles: queue.Queue[Engine], version: Version, unit: Unit) -> Computed:
-        handle = handles.get()
+    def _compute(
+        self, handles: queue.Queue[tuple[int, Engine]], version: Version, unit: Unit
+    ) -> Computed:
+        slot, handle = handles.get()
         try:
-            return compute(handle, version, unit, self._read_from(version.spec), self._staged)
+            staging = f"{version.spec.name}__slot{slot}"
+            return compute(
+                handle, version, unit, self._read_from(version.spec), self._staged, staging
+            )
         finally:
-            handles.put(handle)
+            handles.put((slot, handle))
 
     def _staged(self, unit: Unit) -> None:
         self.state.move_attempts(

@@ -75,12 +75,14 @@ def compute(
     unit: Unit,
     read_from: Mapping[str, ReadFrom],
     on_staged: Callable[[Unit], None],
+    staging: str,
 ) -> Computed:
-    """Stage the unit's rows, audit, checksum and reconcile them. Never publishes."""
+    """Stage the unit's rows into `staging`, audit, checksum and reconcile them. Never
+    publishes."""
     spec = version.spec
     bounds = unit.bounds(spec)
-    staging = f"{spec.name}__{unit.attempts[unit.partitions[0].start]}"
     try:
+        engine.drop_staging(staging)  # left by a unit that failed to drop it
         engine.stage(staging, version.sql, bounds)
         on_staged(unit)
         crash_point("after_stage")
