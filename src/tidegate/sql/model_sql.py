@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import sqlglot
@@ -131,6 +132,7 @@ def render(query: exp.Query, physical_tables: Mapping[str, str]) -> str:
     return query.copy().transform(replace).sql(dialect=DIALECT, comments=False)
 
 
+@functools.lru_cache(maxsize=256)
 def parse_type(text: str) -> str:
     """The canonical spelling of a column type; raises SqlProblem for an unknown type."""
     try:
