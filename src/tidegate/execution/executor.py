@@ -248,26 +248,9 @@ class Executor:
         )
         skipped = [p for p in partitions if p.start in plan.missing]
         if skipped:
-            self.state.move_attempts(
-                [
-                    (attempts[p.start].attempt_id, None, None, plan.missing[p.start])
-                    for p in skipped
-                ],
-                AttemptState.SKIPPED,
-                stamp(self.clock),
+            self._settle(
+                spec, skipped, attempts, plan.missing, AttemptState.SKIPPED, report, options
             )
-            for p in skipped:
-                report.skipped += 1
-                options.on_outcome(
-                    Outcome(
-                        spec.name,
-                        p,
-                        p.label(spec.keys),
-                        attempts[p.start].attempt_id,
-                        AttemptState.SKIPPED,
-                        reason=plan.missing[p.start],
-                    )
-                )
         ready = [p for p in partitions if p.start not in plan.missing]
         if not ready:
             return []
@@ -413,25 +396,8 @@ class Executor:
         check_failure: bool = False,
         mismatch: bool = False,
     ) -> None:
-        ids = {p.start: _attempt_id(attempts[p.start]) for p in partitions}
         self._last_label = partitions[-1].label(spec.keys)
-        self.state.move_attempts(
-            [(ids[p.start], None, None, reasons[p.start]) for p in partitions],
-            AttemptState.FAILED,
-            stamp(self.clock),
-        )
-        for p in partitions:
-            report.failed += 1
-            options.on_outcome(
-                Outcome(
-                    spec.name,
-                    p,
-                    p.label(spec.keys),
-                    ids[p.start],
-                    AttemptState.FAILED,
-                    reason=reasons[p.start],
-                )
-            )
+        self._settle(spec, partitions, attempts, reasons, AttemptState.FAILED, report, options)
         progress = report.progress
         report.progress = replace(
             progress,
@@ -440,6 +406,34 @@ class Executor:
             check_failures=progress.check_failures + int(check_failure),
             reconciliation_mismatches=progress.reconciliation_mismatches + int(mismatch),
         )
+
+    def _settle(
+        self,
+        spec: ModelSpec,
+        partitions: list[PartitionKey],
+        attempts: Mapping[int, str | Attempt],
+        reasons: Mapping[int, str],
+        state: AttemptState,
+        report: Report,
+        options: Options,
+    ) -> None:
+        """End attempts without publishing (failed or skipped), with their reasons."""
+        ids = {p.start: _attempt_id(attempts[p.start]) for p in partitions}
+        self.state.move_attempts(
+            [(ids[p.start], None, None, reasons[p.start]) for p in partitions],
+            state,
+            stamp(self.clock),
+        )
+        for p in partitions:
+            if state is AttemptState.SKIPPED:
+                report.skipped += 1
+            else:
+                report.failed += 1
+            options.on_outcome(
+                Outcome(
+                    spec.name, p, p.label(spec.keys), ids[p.start], state, reason=reasons[p.start]
+                )
+            )
 
 
 def _attempt_id(attempt: str | Attempt) -> str:
