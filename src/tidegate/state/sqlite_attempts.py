@@ -1,0 +1,292 @@
+"""Ledger tables of attempts: intent, state moves, checks, reconciliations, inputs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from tidegate.domain.attempt import AttemptState, IllegalTransition, predecessors
+from tidegate.domain.checks import CheckResult
+from tidegate.domain.model import Severity
+from tidegate.domain.reconciliation import ReconciliationResult
+from tidegate.domain.run import Attempt, Audit, Input
+from tidegate.state.sqlite_tables import SQLiteTables
+
+
+class AttemptTables(SQLiteTables):
+    # attempts -----------------------------------------------------------------------------
+    def create_attempt(self, attempt: Attempt) -> None:
+        self.create_attempts([attempt])
+
+    def create_attempts(self, attempts: Sequence[Attempt], batch: int | None = None) -> None:
+        with self._tx() as con:
+            con.executemany(
+                "INSERT INTO attempts (attempt_id, run_id, model, grain, partition_start, "
+                "partition_end, version_id, state, started_at, batch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        a.attempt_id,
+                        a.run_id,
+                        a.model,
+                        a.grain,
+                        a.partition_start,
+                        a.partition_end,
+                        a.version_id,
+                        a.state.value,
+                        a.started_at,
+                        batch,
+                    )
+                    for a in attempts
+                ],
+            )
+            con.executemany(
+                "INSERT INTO partitions (model, grain, partition_start, partition_end, "
+                "last_attempt_id, last_state) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (model, partition_start) DO UPDATE SET "
+                "last_attempt_id = excluded.last_attempt_id, last_state = excluded.last_state, "
+                "last_error = NULL",
+                [
+                    (
+                        a.model,
+                        a.grain,
+                        a.partition_start,
+                        a.partition_end,
+                        a.attempt_id,
+                        a.state.value,
+                    )
+                    for a in attempts
+                ],
+            )
+
+    def move_attempt(
+        self,
+        attempt_id: str,
+        state: AttemptState,
+        at: str,
+        rows: int | None = None,
+        checksum: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.move_attempts([(attempt_id, rows, checksum, error)], state, at)
+
+    def move_attempts(
+        self,
+        moves: Sequence[tuple[str, int | None, str | None, str | None]],
+        state: AttemptState,
+        at: str,
+    ) -> None:
+        """(attempt_id, rows, checksum, error) for each attempt moved to `state`."""
+        allowed = sorted(s.value for s in predecessors(state))
+        ended = at if state.terminal else None
+        with self._tx() as con:
+            for attempt_id, rows, checksum, error in moves:
+                moved = con.execute(
+                    "UPDATE attempts SET state = ?, ended_at = coalesce(?, ended_at), "
+                    "row_count = coalesce(?, row_count), checksum = coalesce(?, checksum), "
+                    "error = coalesce(?, error) WHERE attempt_id = ? "
+                    "AND state IN (SELECT value FROM json_each(?))",
+                    (state.value, ended, rows, checksum, error, attempt_id, json.dumps(allowed)),
+                )
+                if moved.rowcount != 1:
+                    raise IllegalTransition(
+                        f"attempt {attempt_id} cannot move to {state.value} from its state"
+                    )
+                con.execute(
+                    "UPDATE partitions SET last_state = ?, last_error = ? "
+                    "WHERE last_attempt_id = ?",
+                    (state.value, error, attempt_id),
+                )
+
+    def publish(self, attempt_id: str, at: str) -> None:
+        self.publish_many([attempt_id], at)
+
+    def publish_many(self, attempt_ids: Sequence[str], at: str) -> None:
+        with self._tx() as con:
+            for attempt_id in attempt_ids:
+                self._publish_one(con, attempt_id, at)
+
+    @staticmethod
+    def _publish_one(con: sqlite3.Connection, attempt_id: str, at: str) -> None:
+        moved = con.execute(
+            "UPDATE attempts SET state = 'published', ended_at = ? "
+            "WHERE attempt_id = ? AND state = 'audited'",
+            (at, attempt_id),
+        )
+        if moved.rowcount != 1:
+            raise IllegalTransition(f"attempt {attempt_id} is not audited; it cannot publish")
+        con.execute(
+            "UPDATE partitions SET version_id = a.version_id, run_id = a.run_id, "
+            "attempt_id = a.attempt_id, row_count = a.row_count, checksum = a.checksum, "
+            "published_at = ?, last_state = CASE WHEN last_attempt_id = a.attempt_id "
+            "THEN 'published' ELSE last_state END "
+            "FROM (SELECT * FROM attempts WHERE attempt_id = ?) AS a "
+            "WHERE partitions.model = a.model "
+            "AND partitions.partition_start = a.partition_start",
+            (at, attempt_id),
+        )
+
+    def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None:
+        with self._tx() as con:
+            con.executemany(
+                "INSERT OR REPLACE INTO check_results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        attempt_id,
+                        r.name,
+                        r.kind,
+                        r.severity.value,
+                        int(r.passed),
+                        r.measured,
+                        r.message,
+                    )
+                    for r in results
+                ],
+            )
+
+    def record_audits(self, audits: Sequence[Audit], at: str) -> None:
+        """Checks, reconciliations, rows and checksum of staged attempts; moves them to audited."""
+        with self._tx() as con:
+            for audit in audits:
+                moved = con.execute(
+                    "UPDATE attempts SET state = 'audited', row_count = ?, checksum = ? "
+                    "WHERE attempt_id = ? AND state = 'staged'",
+                    (audit.rows, audit.checksum, audit.attempt_id),
+                )
+                if moved.rowcount != 1:
+                    raise IllegalTransition(f"attempt {audit.attempt_id} is not staged")
+                con.execute(
+                    "UPDATE partitions SET last_state = 'audited' WHERE last_attempt_id = ?",
+                    (audit.attempt_id,),
+                )
+                con.executemany(
+                    "INSERT OR REPLACE INTO check_results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            audit.attempt_id,
+                            r.name,
+                            r.kind,
+                            r.severity.value,
+                            int(r.passed),
+                            r.measured,
+                            r.message,
+                        )
+                        for r in audit.checks
+                    ],
+                )
+                con.executemany(
+                    "INSERT OR REPLACE INTO reconciliations VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            audit.attempt_id,
+                            r.name,
+                            r.source_value,
+                            r.target_value,
+                            r.tolerance,
+                            int(r.passed),
+                        )
+                        for r in audit.reconciliations
+                    ],
+                )
+
+    def reconciliations(self, attempt_id: str) -> list[ReconciliationResult]:
+        rows = self._all(
+            "SELECT * FROM reconciliations WHERE attempt_id = ? ORDER BY rowid", (attempt_id,)
+        )
+        return [
+            ReconciliationResult(
+                r["name"], r["source_value"], r["target_value"], r["tolerance"], bool(r["passed"])
+            )
+            for r in rows
+        ]
+
+    def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None:
+        self.record_inputs_many({attempt_id: inputs})
+
+    def record_inputs_many(self, inputs: Mapping[str, Sequence[Input]]) -> None:
+        with self._tx() as con:
+            con.executemany(
+                "INSERT OR REPLACE INTO attempt_inputs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        attempt_id,
+                        i.upstream,
+                        i.kind,
+                        i.range_start,
+                        i.range_end,
+                        i.fingerprint,
+                        json.dumps(list(i.upstream_attempts)),
+                    )
+                    for attempt_id, read in inputs.items()
+                    for i in read
+                ],
+            )
+
+    @staticmethod
+    def _attempt(row: sqlite3.Row) -> Attempt:
+        return Attempt(
+            attempt_id=row["attempt_id"],
+            run_id=row["run_id"],
+            model=row["model"],
+            grain=row["grain"],
+            partition_start=row["partition_start"],
+            partition_end=row["partition_end"],
+            version_id=row["version_id"],
+            state=AttemptState(row["state"]),
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            rows=row["row_count"],
+            checksum=row["checksum"],
+            error=row["error"],
+            batch=row["batch"],
+        )
+
+    def get_attempt(self, attempt_id: str) -> Attempt | None:
+        row = self._one("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
+        return self._attempt(row) if row else None
+
+    def live_attempts(self) -> list[Attempt]:
+        rows = self._all(
+            "SELECT * FROM attempts WHERE state IN ('pending', 'running', 'staged', 'audited') "
+            "ORDER BY attempt_id"
+        )
+        return [self._attempt(r) for r in rows]
+
+    def attempts_of_run(self, run_id: str) -> list[Attempt]:
+        rows = self._all(
+            "SELECT * FROM attempts WHERE run_id = ? ORDER BY model, partition_start", (run_id,)
+        )
+        return [self._attempt(r) for r in rows]
+
+    def checks(self, attempt_id: str) -> list[CheckResult]:
+        rows = self._all(
+            "SELECT * FROM check_results WHERE attempt_id = ? ORDER BY rowid", (attempt_id,)
+        )
+        return [
+            CheckResult(
+                r["name"],
+                r["kind"],
+                Severity(r["severity"]),
+                bool(r["passed"]),
+                r["measured"],
+                r["message"],
+            )
+            for r in rows
+        ]
+
+    def inputs(self, attempt_id: str) -> list[Input]:
+        rows = self._all(
+            "SELECT * FROM attempt_inputs WHERE attempt_id = ? ORDER BY upstream", (attempt_id,)
+        )
+        return [
+            Input(
+                r["upstream"],
+                r["kind"],
+                r["range_start"],
+                r["range_end"],
+                r["fingerprint"],
+                tuple(json.loads(r["upstream_attempts"])),
+            )
+            for r in rows
+        ]

@@ -1,0 +1,133 @@
+"""Ledger tables of versions, active versions and the history of deploys."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from tidegate.domain.model import Version
+from tidegate.state.base import Event, ModelState
+from tidegate.state.codec import version_from_row, version_row
+from tidegate.state.sqlite_tables import SQLiteTables
+
+
+class VersionTables(SQLiteTables):
+    # versions ---------------------------------------------------------------------------
+    def save_version(self, version: Version) -> Version:
+        with self._tx() as con:
+            existing = con.execute(
+                "SELECT * FROM versions WHERE model = ? AND fingerprint = ?",
+                (version.model, version.fingerprint),
+            ).fetchone()
+            if existing is not None:
+                return version_from_row(existing)
+            con.execute(
+                "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                version_row(version),
+            )
+        return version
+
+    def find_version(self, model: str, fingerprint: str) -> Version | None:
+        row = self._one(
+            "SELECT * FROM versions WHERE model = ? AND fingerprint = ?", (model, fingerprint)
+        )
+        return version_from_row(row) if row else None
+
+    def get_version(self, version_id: str) -> Version | None:
+        row = self._one("SELECT * FROM versions WHERE version_id = ?", (version_id,))
+        return version_from_row(row) if row else None
+
+    def resolve_version(self, model: str, ref: str) -> Version | None:
+        if ref[:1] in ("v", "V") and ref[1:].isdigit():
+            row = self._one(
+                "SELECT * FROM versions WHERE model = ? AND seq = ?", (model, int(ref[1:]))
+            )
+            return version_from_row(row) if row else None
+        rows = self._all(
+            "SELECT * FROM versions WHERE model = ? AND substr(version_id, 1, ?) = ?",
+            (model, len(ref), ref),
+        )
+        return version_from_row(rows[0]) if len(rows) == 1 else None
+
+    def active_version(self, model: str) -> Version | None:
+        row = self._one(
+            "SELECT versions.* FROM model_state JOIN versions "
+            "ON versions.version_id = model_state.active_version WHERE model_state.model = ?",
+            (model,),
+        )
+        return version_from_row(row) if row else None
+
+    def versions(self, model: str) -> list[Version]:
+        rows = self._all("SELECT * FROM versions WHERE model = ? ORDER BY seq", (model,))
+        return [version_from_row(r) for r in rows]
+
+    def next_seq(self, model: str) -> int:
+        row = self._one("SELECT coalesce(max(seq), 0) + 1 FROM versions WHERE model = ?", (model,))
+        return int(row[0]) if row else 1
+
+    # deploys and history -------------------------------------------------------------------
+    @staticmethod
+    def _model_state(row: sqlite3.Row) -> ModelState:
+        return ModelState(
+            row["model"],
+            row["active_version"],
+            row["previous_version"],
+            bool(row["paused"]),
+            row["deployed_at"],
+        )
+
+    def model_state(self, model: str) -> ModelState | None:
+        row = self._one("SELECT * FROM model_state WHERE model = ?", (model,))
+        return self._model_state(row) if row else None
+
+    def model_states(self) -> list[ModelState]:
+        return [self._model_state(r) for r in self._all("SELECT * FROM model_state ORDER BY model")]
+
+    def activate(self, model: str, version_id: str, at: str, event: Event) -> None:
+        with self._tx() as con:
+            con.execute(
+                "INSERT INTO model_state (model, active_version, deployed_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (model) DO UPDATE SET previous_version = CASE "
+                "WHEN model_state.active_version = excluded.active_version "
+                "THEN model_state.previous_version ELSE model_state.active_version END, "
+                "active_version = excluded.active_version, deployed_at = excluded.deployed_at",
+                (model, version_id, at),
+            )
+            self._insert_event(con, event)
+
+    @staticmethod
+    def _insert_event(con: sqlite3.Connection, event: Event) -> None:
+        con.execute(
+            "INSERT INTO events (model, kind, version_id, run_id, actor, reason, at, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                event.model,
+                event.kind,
+                event.version_id,
+                event.run_id,
+                event.actor,
+                event.reason,
+                event.at,
+                json.dumps(event.detail or {}, sort_keys=True),
+            ),
+        )
+
+    def record_event(self, event: Event) -> None:
+        with self._tx() as con:
+            self._insert_event(con, event)
+
+    def events(self, model: str) -> list[Event]:
+        rows = self._all("SELECT * FROM events WHERE model = ? ORDER BY event_id", (model,))
+        return [
+            Event(
+                kind=r["kind"],
+                actor=r["actor"],
+                at=r["at"],
+                model=r["model"],
+                version_id=r["version_id"],
+                run_id=r["run_id"],
+                reason=r["reason"],
+                detail=json.loads(r["detail"]),
+            )
+            for r in rows
+        ]
