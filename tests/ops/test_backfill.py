@@ -592,9 +592,35 @@ def test_a_day_without_source_rows_is_skipped_not_published_empty(project: Path)
         ("2026-01-04", "skipped"),
         ("2026-01-05", "skipped"),
     ]
-    assert all("source orders has no rows" in e["reason"] for e in outcomes)
+    assert all(
+        e["reason"] == "source orders has 0 row(s) in the partition's window (at least 1 expected)"
+        for e in outcomes
+    )
     assert show_partition(project, "daily_revenue", "2026-01-05")["published"] is None
     assert published_days(project) == []
+
+
+def test_the_completeness_threshold_is_configured_per_source(project: Path) -> None:
+    config = project / "tidegate.toml"
+    # every generated day holds 20 orders: demanding 21 skips them all
+    config.write_text(
+        config.read_text().replace(
+            'time_column = "order_ts"', 'time_column = "order_ts"\nmin_rows = 21'
+        )
+    )
+    result = backfill(project, "daily_revenue", "--partitions", "2025-01-01..2025-01-02", "--json")
+    assert result.exit_code == 1, result.stderr
+    reasons = [e["reason"] for e in events(result) if e["event"] == "partition"]
+    assert (
+        reasons
+        == ["source orders has 20 row(s) in the partition's window (at least 21 expected)"] * 2
+    )
+    # 0 turns the guard off: a day without orders is then published, empty
+    config.write_text(config.read_text().replace("min_rows = 21", "min_rows = 0"))
+    result = backfill(project, "daily_revenue", "--partitions", "2026-01-04", "--json")
+    assert result.exit_code == 0, result.stderr
+    shown = show_partition(project, "daily_revenue", "2026-01-04")
+    assert shown["published"]["rows"] == 0
 
 
 # -- 7. bad input: exit 2, one line, nothing written ----------------------------------------

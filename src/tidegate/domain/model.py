@@ -58,6 +58,7 @@ class Source:
     name: str
     table: str
     time_column: str
+    min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
 
 
 @dataclass(frozen=True)

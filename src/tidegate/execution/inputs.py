@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tidegate.domain.checksum import Checksum
 from tidegate.domain.model import ModelSpec, Source
 from tidegate.domain.partitions import IntervalSet, PartitionKey, PartitionRange, floor
 from tidegate.domain.run import Input
@@ -84,10 +85,12 @@ def read_inputs(
             values = found.values if found else (None,) * len(rules)
             for rule, value in zip(rules, values, strict=True):
                 source_values.setdefault(partition.start, {})[rule.name] = value
-            profile = found.checksum if found else None
-            if profile is None or profile.rows == 0:
+            profile = found.checksum if found else Checksum(0, 0)
+            if profile.rows < source.min_rows:
                 missing.setdefault(
-                    partition.start, f"source {source.name} has no rows in the partition's window"
+                    partition.start,
+                    f"source {source.name} has {profile.rows} row(s) in the partition's window "
+                    f"(at least {source.min_rows} expected)",
                 )
                 continue
             source_rows += profile.rows

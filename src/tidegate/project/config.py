@@ -36,6 +36,9 @@ class StateSection(_Strict):
 class SourceSection(_Strict):
     table: str | None = None
     time_column: str = Field(min_length=1)
+    # completeness: a partition whose window holds fewer source rows is skipped, never
+    # published (0 turns the check off, e.g. for sources that are legitimately empty some days)
+    min_rows: int = Field(default=1, ge=0)
 
 
 class ProjectFile(_Strict):
@@ -74,6 +77,11 @@ def read_project_file(root: Path) -> ProjectFile:
 
 def sources_of(parsed: ProjectFile) -> dict[str, Source]:
     return {
-        name: Source(name=name, table=section.table or name, time_column=section.time_column)
+        name: Source(
+            name=name,
+            table=section.table or name,
+            time_column=section.time_column,
+            min_rows=section.min_rows,
+        )
         for name, section in parsed.sources.items()
     }
