@@ -663,3 +663,67 @@ def test_a_model_without_an_active_version_is_refused(undeployed_project: Path) 
     assert built.exit_code == 0, built.stderr
     line = refused(undeployed_project, "daily_revenue", "--partitions", "2025-01-01..2025-01-02")
     assert "no active version" in line and "deploy" in line
+
+
+# -- batches split by missing input, and budgets checked before the next batch ----------------
+
+
+def test_a_batch_split_by_missing_days_publishes_each_unit_from_its_own_rows(
+    project: Path,
+) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(project / "warehouse.duckdb"))
+    con.execute("DELETE FROM orders WHERE CAST(order_ts AS DATE) IN ('2025-01-02', '2025-01-05')")
+    con.close()
+    result = backfill(
+        project,
+        "daily_revenue",
+        "--partitions",
+        "2025-01-01..2025-01-07",
+        "--batch-size",
+        "7",
+        "--json",
+    )
+    assert result.exit_code == 1, result.stderr  # two partitions skipped
+    states = {e["partition"]: e["state"] for e in events(result) if e["event"] == "partition"}
+    assert states == {
+        "2025-01-01": "published",
+        "2025-01-02": "skipped",
+        "2025-01-03": "published",
+        "2025-01-04": "published",
+        "2025-01-05": "skipped",
+        "2025-01-06": "published",
+        "2025-01-07": "published",
+    }
+    oracle = warehouse_rows(
+        project,
+        "SELECT CAST(order_ts AS DATE), status, count(*), sum(gross_amount), "
+        "sum(gross_amount - discount - refund) FROM orders "
+        "WHERE order_ts < TIMESTAMP '2025-01-08' GROUP BY ALL ORDER BY 1, 2",
+    )
+    published = warehouse_rows(
+        project,
+        "SELECT order_date, status, order_count, gross_revenue, net_revenue FROM daily_revenue "
+        "ORDER BY 1, 2",
+    )
+    assert published == oracle
+    markers = warehouse_rows(
+        project, "SELECT count(*) FROM _tidegate.commit_markers WHERE model = 'daily_revenue'"
+    )
+    assert markers == [(5,)]
+
+
+def test_a_source_row_budget_stops_new_batches_before_any_finishes(project: Path) -> None:
+    plan = project / "budget.toml"
+    plan.write_text(
+        'model = "daily_revenue"\npartitions = "2025-01-01..2025-01-31"\n'
+        "batch_size = 1\nmax_concurrency = 4\nmax_source_rows = 10\n"
+    )
+    result = backfill(project, "--file", plan, "--json")
+    assert result.exit_code == 1, result.stderr
+    end = end_of(result)
+    assert end["trigger"]["name"] == "max_source_rows"
+    attempted = [e for e in events(result) if e["event"] == "partition"]
+    # the first batch read 20 rows: no second batch was started, though 4 could run at once
+    assert len(attempted) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -329,7 +330,9 @@ class DuckDBEngine:
                 ]
             )
         except BaseException:
-            self._con.execute("ROLLBACK")
+            # DuckDB may have aborted the transaction already; the first error is the one to tell
+            with contextlib.suppress(duckdb.Error):
+                self._con.execute("ROLLBACK")
             raise
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:

@@ -81,13 +81,13 @@ class Executor:
     ) -> Report:
         report = Report()
         with (
-            self._handles(options.max_concurrency) as (handles, opened),
+            self._handles(options.max_concurrency) as (slots, opened),
             ThreadPoolExecutor(
                 max_workers=options.max_concurrency, thread_name_prefix="tidegate-batch"
             ) as pool,
         ):
             try:
-                self._loop(run_id, version, iter(batches), options, report, pool, handles)
+                self._loop(run_id, version, iter(batches), options, report, pool, slots, opened)
             except KeyboardInterrupt:
                 # A second Ctrl-C: abort in-flight batches; nothing of theirs is published.
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -104,22 +104,30 @@ class Executor:
         options: Options,
         report: Report,
         pool: ThreadPoolExecutor,
-        handles: queue.Queue[tuple[int, Engine]],
+        slots: queue.Queue[int],
+        handles: list[Engine],
     ) -> None:
         began = self.timer.monotonic()
         starts: list[float] = []
-        inflight: dict[Future[Computed], Unit] = {}
+        inflight: dict[Future[tuple[int, Computed]], Unit] = {}
         exhausted = False
+
+        def check_stop_loss() -> None:
+            report.progress = replace(
+                report.progress, elapsed_seconds=self.timer.monotonic() - began
+            )
+            if report.trigger is None:
+                report.trigger = fired(options.stop_loss, report.progress, self._last_label)
+
         while True:
             for future in [f for f in inflight if f.done()]:
-                self._finish(
-                    run_id, version, inflight.pop(future), future.result(), report, options
-                )
-                report.progress = replace(
-                    report.progress, elapsed_seconds=self.timer.monotonic() - began
-                )
-                if report.trigger is None:
-                    report.trigger = fired(options.stop_loss, report.progress, self._last_label)
+                slot, computed = future.result()
+                try:
+                    self._finish(run_id, version, inflight.pop(future), computed, report, options)
+                finally:
+                    # the slot's staging table is published or dropped: another unit may use it
+                    slots.put(slot)
+                check_stop_loss()
             if report.trigger is None and not report.stopped and options.stop_requested():
                 report.stopped = True
             halted = report.trigger is not None or report.stopped
@@ -146,43 +154,42 @@ class Executor:
             # only the newest `rate` starts matter to the sliding window: memory stays bounded
             del starts[: -(options.rate_per_minute or 1)]
             options.on_batch(index, batch, starts[-1])
-            units = self._prepare(run_id, version, index, batch, report, options)
-            for unit in units:
-                inflight[pool.submit(self._compute, handles, version, unit)] = unit
-            if not units and report.trigger is None:
-                # a batch that failed before computing (unreadable inputs) counts too
-                report.trigger = fired(options.stop_loss, report.progress, self._last_label)
+            for unit in self._prepare(run_id, version, index, batch, report, options):
+                inflight[pool.submit(self._compute, slots, handles, version, unit)] = unit
+            # budgets (source rows read, wall time) and batches that failed before computing:
+            # checked before another batch starts, at the batch that crossed them
+            self._last_label = batch.label(version.spec.keys).split("..")[-1]
+            check_stop_loss()
 
-    # the last partition the coordinator finished: where a stop-loss fires
+    # the last partition the coordinator prepared or finished: where a stop-loss fires
     _last_label: str = field(default="", init=False)
 
     @contextmanager
-    def _handles(
-        self, count: int
-    ) -> Iterator[tuple[queue.Queue[tuple[int, Engine]], list[Engine]]]:
-        """One engine handle per worker slot; a slot computes one unit at a time, so its
-        staging table name is its own and the statements built for it can be reused."""
-        handles: queue.Queue[tuple[int, Engine]] = queue.Queue()
+    def _handles(self, count: int) -> Iterator[tuple[queue.Queue[int], list[Engine]]]:
+        """One engine handle per worker slot. A slot is free again only once the coordinator
+        has published or dropped its staging table, so a slot's staging name (and the
+        statements built for it) can be reused without one unit overwriting another's rows."""
+        slots: queue.Queue[int] = queue.Queue()
         opened = [self.engine.handle() for _ in range(count)]
-        for slot, handle in enumerate(opened):
-            handles.put((slot, handle))
+        for slot in range(count):
+            slots.put(slot)
         try:
-            yield handles, opened
+            yield slots, opened
         finally:
             for handle in opened:
                 handle.close()
 
     def _compute(
-        self, handles: queue.Queue[tuple[int, Engine]], version: Version, unit: Unit
-    ) -> Computed:
-        slot, handle = handles.get()
+        self, slots: queue.Queue[int], handles: list[Engine], version: Version, unit: Unit
+    ) -> tuple[int, Computed]:
+        slot = slots.get()
+        staging = f"{version.spec.name}__slot{slot}"
+        read_from = self._read_from(version.spec)
         try:
-            staging = f"{version.spec.name}__slot{slot}"
-            return compute(
-                handle, version, unit, self._read_from(version.spec), self._staged, staging
-            )
-        finally:
-            handles.put((slot, handle))
+            return slot, compute(handles[slot], version, unit, read_from, self._staged, staging)
+        except BaseException:
+            slots.put(slot)
+            raise
 
     def _staged(self, unit: Unit) -> None:
         self.state.move_attempts(
