@@ -190,7 +190,8 @@ def main() -> None:
         year_rss = results["batch 1"][1]
         print(
             f"peak memory, batch 1: 30 partitions {month_rss / 1024:.0f} MiB, 365 partitions "
-            f"{year_rss / 1024:.0f} MiB (ratio {year_rss / month_rss:.2f}: DuckDB's buffer cache keeps source blocks it read)"
+            f"{year_rss / 1024:.0f} MiB (ratio {year_rss / month_rss:.2f}; DuckDB's buffer "
+            "cache keeps the source blocks it read)"
         )
         same_work = raw["raw loop, same work + checkpoint"]
         print(
