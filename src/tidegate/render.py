@@ -45,14 +45,11 @@ def build(built: list[Built]) -> None:
 
 
 def run_doc(result: RunResult) -> dict[str, Any]:
-    failed = [o for o in result.outcomes if o.state.value != "published"]
     return {
         "schema": "tidegate.run-result/v1",
         "run_id": result.run_id,
         "status": result.status.value,
-        "reason": f"{len(failed)} of {len(result.outcomes)} partition(s) not published"
-        if failed
-        else None,
+        "reason": result.reason,
         "published": sum(1 for o in result.outcomes if o.state.value == "published"),
         "partitions": [
             {

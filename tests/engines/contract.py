@@ -529,6 +529,14 @@ class EngineContract:
         empty = ready.source_fingerprint("events", "ts", bound_values(DAY2))
         assert empty == Checksum(0, 0)
 
+    def test_count_in_window_counts_only_the_window(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, DAY2_ROWS[:1], DAY2)
+        assert ready.count_in_window("events", "ts", bound_values(DAY1)) == len(DAY1_ROWS)
+        assert ready.count_in_window("events", "ts", bound_values(DAY2)) == 1
+        both = {"start": bound_values(DAY1)["start"], "end": bound_values(DAY2)["end"]}
+        assert ready.count_in_window("events", "ts", both) == len(DAY1_ROWS) + 1
+
     # close -------------------------------------------------------------------------------------
 
     def test_close_is_idempotent(self, engine: Engine) -> None:

@@ -134,11 +134,8 @@ class Engine(Protocol):
         the violations of each row-level check and each aggregate's value as text. With
         `bounds`, only rows in the $start/$end window. Read-only."""
 
-    def source_profile(
-        self, table: str, time_column: str, grain: str, bounds: Mapping[str, Any]
-    ) -> dict[int, Checksum]:
-        """Per time partition of `grain` in the $start/$end window: the source rows' checksum,
-        keyed by partition start. Partitions without rows are absent. Read-only."""
+    def count_in_window(self, table: str, time_column: str, bounds: Mapping[str, Any]) -> int:
+        """Rows of a table in the $start/$end window of its time column. Read-only."""
 
     def aggregates_by_partition(
         self,

@@ -255,11 +255,12 @@ class DuckDBEngine:
     def _all_columns(self, source: Any) -> list[str]:
         return [row[0] for row in self._run(sql.describe(source)).fetchall()]
 
-    def source_profile(
-        self, table: str, time_column: str, grain: str, bounds: Mapping[str, Any]
-    ) -> dict[int, Checksum]:
-        found = self.profile(table, False, time_column, grain, bounds)
-        return {b: p.checksum for b, p in found.items() if b is not None}
+    def count_in_window(self, table: str, time_column: str, bounds: Mapping[str, Any]) -> int:
+        statement = self._statement(
+            ("count", table, time_column),
+            lambda: sql.count_rows(sql.table(table), sql.partition_predicate(time_column, False)),
+        )
+        return int(self._run(statement, self._only(bounds, statement)).fetchone()[0])
 
     def aggregates_by_partition(
         self,

@@ -17,14 +17,18 @@ from typing import Any
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, parse_rate
 from tidegate.domain.clock import SystemTimer, Timer, stamp
-from tidegate.domain.errors import RefusedError, UsageError
+from tidegate.domain.errors import ConfigError, RefusedError, UsageError
+from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import IntervalSet, parse_range
 from tidegate.domain.run import Run
+from tidegate.engines.base import window_bounds
+from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
-from tidegate.execution.session import writer_session
+from tidegate.execution.session import WriterSession, writer_session
 from tidegate.ops.context import Context
+from tidegate.project import toml_errors
 
 KIND = "backfill"
 
@@ -155,7 +159,7 @@ def resume(
 
 def _execute(
     ctx: Context,
-    session: Any,
+    session: WriterSession,
     run_id: str,
     plan: BackfillPlan,
     done: IntervalSet,
@@ -229,9 +233,6 @@ def runs(ctx: Context) -> list[Run]:
 
 def read_plan_file(path: Path) -> tuple[dict[str, Any], str]:
     """The parameters of a reviewed plan file and its exact text (stored with the run)."""
-    from tidegate.domain.errors import ConfigError
-    from tidegate.project import toml_errors
-
     if not path.is_file():
         raise UsageError(f"plan file {path} does not exist")
     try:
@@ -301,10 +302,6 @@ def _count(values: dict[str, Any], key: str) -> int:
 
 def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
     """What a backfill would do, without writing anything (the warehouse is opened read-only)."""
-    from tidegate.domain.graph import downstream_of
-    from tidegate.engines.base import window_bounds
-    from tidegate.engines.factory import open_engine
-
     spec = ctx.project.model(plan.model)
     ranges = IntervalSet(plan.selection).ranges(plan.grain)
     batches = plan.batches()
@@ -315,16 +312,13 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         try:
             for name in spec.sources:
                 source = ctx.project.sources[name]
-                total = 0
-                for r in ranges:
-                    profile = engine.source_profile(
-                        source.table,
-                        source.time_column,
-                        plan.grain.value,
-                        window_bounds(r.start, r.end),
+                # a count per range: the dry run needs no fingerprints of the rows
+                source_rows[name] = sum(
+                    engine.count_in_window(
+                        source.table, source.time_column, window_bounds(r.start, r.end)
                     )
-                    total += sum(c.rows for c in profile.values())
-                source_rows[name] = total
+                    for r in ranges
+                )
         finally:
             engine.close()
     per_partition = ctx.state.mean_publish_seconds(plan.model)

@@ -22,6 +22,7 @@ from tidegate.ops.context import Context
 class RunResult:
     run_id: str
     status: RunStatus
+    reason: str | None
     outcomes: tuple[Outcome, ...]
     reconciliation: Reconciliation
     notes: tuple[str, ...]
@@ -112,4 +113,6 @@ def run(ctx: Context, models: list[str], partition: str | None, kind: str = "run
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED
         reason = f"{len(bad)} of {len(outcomes)} partition(s) not published" if bad else None
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
-        return RunResult(run_id, status, tuple(outcomes), session.reconciliation, tuple(notes))
+        return RunResult(
+            run_id, status, reason, tuple(outcomes), session.reconciliation, tuple(notes)
+        )
