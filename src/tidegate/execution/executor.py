@@ -163,6 +163,7 @@ class Executor:
 
     # the last partition the coordinator prepared or finished: where a stop-loss fires
     _last_label: str = field(default="", init=False)
+    _reading: dict[str, dict[str, ReadFrom]] = field(default_factory=dict, init=False)
 
     @contextmanager
     def _handles(self, count: int) -> Iterator[tuple[queue.Queue[int], list[Engine]]]:
@@ -184,7 +185,7 @@ class Executor:
     ) -> tuple[int, Computed]:
         slot = slots.get()
         staging = f"{version.spec.name}__slot{slot}"
-        read_from = self._read_from(version.spec)
+        read_from = self._read_from(version)
         try:
             return slot, compute(handles[slot], version, unit, read_from, self._staged, staging)
         except BaseException:
@@ -198,13 +199,19 @@ class Executor:
             stamp(self.clock),
         )
 
-    def _read_from(self, spec: ModelSpec) -> dict[str, ReadFrom]:
+    def _read_from(self, version: Version) -> dict[str, ReadFrom]:
+        """Where the version's reconciliations read their inputs: resolved once per run."""
+        known = self._reading.get(version.version_id)
+        if known is not None:
+            return known
+        spec = version.spec
         found = {
             name: ReadFrom(self.sources[name].table, self.sources[name].time_column)
             for name in spec.sources
         }
         for name in spec.upstream:
             found[name] = ReadFrom(name, self.upstream_spec(name).partition_column)
+        self._reading[version.version_id] = found
         return found
 
     def _prepare(
