@@ -150,11 +150,13 @@ def assert_exactly_once(actual: list[tuple[Any, ...]], oracle: list[tuple[Any, .
 
 
 def assert_no_staging(project: Path) -> None:
+    """Staging is in memory: the warehouse file holds only published tables and the markers."""
     rows = warehouse_rows(
         project,
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = '_tidegate_staging'",
+        "SELECT table_schema, table_name FROM information_schema.tables "
+        "WHERE table_schema NOT IN ('main', '_tidegate')",
     )
-    assert rows == [], f"staging tables left behind: {rows}"
+    assert rows == [], f"staging tables in the warehouse file: {rows}"
 
 
 def state_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:

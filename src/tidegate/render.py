@@ -66,7 +66,6 @@ def run_doc(result: RunResult) -> dict[str, Any]:
         "recovered": {
             "published": list(result.reconciliation.published),
             "failed": list(result.reconciliation.failed),
-            "staging_dropped": result.reconciliation.staging_dropped,
             "runs_interrupted": list(result.reconciliation.runs_interrupted),
         },
         "notes": list(result.notes),
@@ -78,8 +77,7 @@ def run(result: RunResult) -> None:
     if rec.changed_anything:
         console.print(
             f"recovered from an earlier crash: {len(rec.published)} attempt(s) confirmed "
-            f"published from warehouse markers, {len(rec.failed)} marked failed, "
-            f"{rec.staging_dropped} staging table(s) dropped"
+            f"published from warehouse markers, {len(rec.failed)} marked failed"
         )
     for note in result.notes:
         console.print(note)

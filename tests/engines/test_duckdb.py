@@ -79,7 +79,7 @@ def stage_texts(engine: DuckDBEngine, name: str, rows: list[tuple[str, str]]) ->
 
 def xor_of_row_hashes(engine: DuckDBEngine, name: str) -> int:
     hashed = sql.row_hash(["a", "b"]).sql(dialect=sql.DIALECT)
-    staged = sql.table(name, sql.STAGING_SCHEMA).sql(dialect=sql.DIALECT)
+    staged = sql.staged(name).sql(dialect=sql.DIALECT)
     query = f"SELECT coalesce(bit_xor({hashed}), 0) FROM {staged}"
     return int(engine._con.execute(query).fetchone()[0])
 
@@ -114,22 +114,23 @@ def test_the_checksum_does_not_overflow(duck: DuckDBEngine) -> None:
     assert found == Checksum(5000, expected)
 
 
-def test_published_rows_are_readable_by_another_reader_after_close(tmp_path: Path) -> None:
+def test_staging_never_reaches_the_warehouse_file(tmp_path: Path) -> None:
+    """Staged rows live in memory: another reader of the file sees only what was published."""
     path = tmp_path / "warehouse.duckdb"
     engine = DuckDBEngine(path)
     engine.prepare()
     engine.stage("s", select_rows(DAY1_ROWS), {})
     assert [c.name for c in engine.staging_columns("s")] == [c.name for c in EVENT_COLUMNS]
+    assert engine.staging_tables() == ["s"]
     engine.close()
     reader = duckdb.connect(str(path), read_only=True)
     try:
-        staged = reader.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ?",
-            [sql.STAGING_SCHEMA],
-        ).fetchone()
+        tables = reader.execute(
+            "SELECT table_schema, table_name FROM information_schema.tables"
+        ).fetchall()
     finally:
         reader.close()
-    assert staged == (1,)
+    assert tables == [("_tidegate", "commit_markers")]
 
 
 # --- one writing process per file ----------------------------------------------------------------

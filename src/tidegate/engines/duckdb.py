@@ -107,7 +107,7 @@ class DuckDBEngine:
 
     def prepare(self) -> None:
         self._run(sql.create_schema(sql.META_SCHEMA))
-        self._run(sql.create_schema(sql.STAGING_SCHEMA))
+        self._run(sql.attach_staging())
         self._run(sql.markers_ddl())
 
     def table_columns(self, name: str) -> list[Column] | None:
@@ -119,7 +119,7 @@ class DuckDBEngine:
     def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
         statement = self._statement(
             ("stage", staging, sql_text),
-            lambda: sql.create_table_as(sql.table(staging, sql.STAGING_SCHEMA), sql_text),
+            lambda: sql.create_table_as(sql.staged(staging), sql_text),
         )
         try:
             self._run(statement, self._only(bounds, statement))
@@ -128,7 +128,7 @@ class DuckDBEngine:
             raise
 
     def staging_columns(self, staging: str) -> list[Column]:
-        source = sql.table(staging, sql.STAGING_SCHEMA)
+        source = sql.staged(staging)
         described = self._run(
             self._statement(("describe", staging), lambda: sql.describe(source))
         ).fetchall()
@@ -148,7 +148,7 @@ class DuckDBEngine:
         ]
 
     def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
-        statement = sql.check_measure(check, sql.table(staging, sql.STAGING_SCHEMA))
+        statement = sql.check_measure(check, sql.staged(staging))
         row = self._run(statement, self._only(bounds, statement)).fetchone()
         return int(row[0])
 
@@ -163,13 +163,13 @@ class DuckDBEngine:
         by = sql.bucket(partition_column, grain)
         statement = self._statement(
             ("measure", _check_key(check), staging, partition_column, grain),
-            lambda: sql.check_measure(check, sql.table(staging, sql.STAGING_SCHEMA), by),
+            lambda: sql.check_measure(check, sql.staged(staging), by),
         )
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {None if b is None else int(b): int(n) for b, n in rows}
 
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
-        statement = sql.checksum(sql.table(staging, sql.STAGING_SCHEMA), columns, None)
+        statement = sql.checksum(sql.staged(staging), columns, None)
         rows, digest = self._run(statement).fetchone()
         return Checksum(int(rows), int(digest))
 
@@ -199,7 +199,7 @@ class DuckDBEngine:
         checks: Sequence[CheckSpec] = (),
         aggregates: Sequence[str] = (),
     ) -> dict[int | None, PartitionProfile]:
-        source = sql.table(table, sql.STAGING_SCHEMA if staged else None)
+        source = sql.staged(table) if staged else sql.table(table)
         # a staging table holds only its batch; a source is read in the $start/$end window
         windowed = bounds is not None and not staged
         key = (
@@ -248,9 +248,7 @@ class DuckDBEngine:
         return statement
 
     def _drop_statement(self, staging: str) -> str:
-        return self._statement(
-            ("drop", staging), lambda: sql.drop_table(sql.table(staging, sql.STAGING_SCHEMA))
-        )
+        return self._statement(("drop", staging), lambda: sql.drop_table(sql.staged(staging)))
 
     def _all_columns(self, source: Any) -> list[str]:
         return [row[0] for row in self._run(sql.describe(source)).fetchall()]
@@ -271,7 +269,7 @@ class DuckDBEngine:
         expressions: Sequence[str],
         bounds: Mapping[str, Any],
     ) -> dict[int, list[str | None]]:
-        source = sql.table(table, sql.STAGING_SCHEMA if staged else None)
+        source = sql.staged(table) if staged else sql.table(table)
         statement = sql.grouped_aggregates(source, time_column, grain, expressions)
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {int(row[0]): list(row[1:]) for row in rows}
@@ -301,12 +299,9 @@ class DuckDBEngine:
         )
         insert = self._statement(
             ("insert", target.name, tuple(c.name for c in target.columns), staging),
-            lambda: sql.insert_from(
-                published, target.columns, sql.table(staging, sql.STAGING_SCHEMA)
-            ),
+            lambda: sql.insert_from(published, target.columns, sql.staged(staging)),
         )
-        marker_insert = self._statement(("marker",), sql.insert_marker)
-        drop = self._drop_statement(staging)
+        marker_insert = self._statement(("markers",), sql.insert_markers)
         self._run("BEGIN TRANSACTION")
         try:
             if existing is None:
@@ -318,9 +313,11 @@ class DuckDBEngine:
                         self._run(sql.add_column(published, Column(col.name, col.type)))
             self._run(delete, self._only(bounds, delete))
             self._run(insert)
-            for marker in markers:
-                self._run(marker_insert, marker.__dict__)
-            self._run(drop)
+            if markers:
+                self._run(
+                    marker_insert,
+                    {n: [getattr(m, n) for m in markers] for n in sql.MARKER_COLUMNS},
+                )
             self._run("COMMIT")
             self._published_columns[target.name] = (
                 list(target.columns)
@@ -335,6 +332,11 @@ class DuckDBEngine:
             with contextlib.suppress(duckdb.Error):
                 self._con.execute("ROLLBACK")
             raise
+        # One transaction writes one database: the in-memory staging table goes after the
+        # commit. It is published already, so failing to drop it must not fail the publish;
+        # the slot's next unit replaces it.
+        with contextlib.suppress(EngineError):
+            self._run(self._drop_statement(staging))
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         found: dict[str, CommitMarker] = {}
@@ -347,7 +349,7 @@ class DuckDBEngine:
         return found
 
     def staging_tables(self) -> list[str]:
-        rows = self._run(sql.tables_in_schema(), [sql.STAGING_SCHEMA]).fetchall()
+        rows = self._run(sql.tables_in_catalog(), [sql.STAGING_CATALOG]).fetchall()
         return sorted(r[0] for r in rows)
 
     def drop_staging(self, staging: str | None = None) -> int:

@@ -7,6 +7,7 @@ in any sliding minute), stoppable between batches, halted by the first stop-loss
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
 from tidegate.engines.base import CommitMarker, Engine, Target
 from tidegate.execution.crash import crash_point
-from tidegate.execution.inputs import read_inputs
+from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.unit import Computed, ReadFrom, Unit, compute
 from tidegate.state.base import StateStore
 
@@ -109,7 +110,7 @@ class Executor:
     ) -> None:
         began = self.timer.monotonic()
         starts: list[float] = []
-        inflight: dict[Future[tuple[int, Computed]], Unit] = {}
+        inflight: dict[Future[tuple[int, Work]], Batch] = {}
         exhausted = False
 
         def check_stop_loss() -> None:
@@ -121,9 +122,9 @@ class Executor:
 
         while True:
             for future in [f for f in inflight if f.done()]:
-                slot, computed = future.result()
+                slot, work = future.result()
                 try:
-                    self._finish(run_id, version, inflight.pop(future), computed, report, options)
+                    self._settle_batch(run_id, version, inflight.pop(future), work, report, options)
                 finally:
                     # the slot's staging table is published or dropped: another unit may use it
                     slots.put(slot)
@@ -136,6 +137,13 @@ class Executor:
             if halted or exhausted or len(inflight) >= options.max_concurrency:
                 wait(inflight, return_when=FIRST_COMPLETED)
                 continue
+            if options.stop_loss.max_source_rows is not None:
+                # a source-row budget must be judged before another batch reads more
+                _await_reads(inflight)
+                _count_reads(report, inflight.values())
+                check_stop_loss()
+                if report.trigger is not None:
+                    continue
             delay = next_start_delay(starts, self.timer.monotonic(), options.rate_per_minute)
             if delay > 0:
                 # wait in short slices: a stop request is seen within STOP_POLL_SECONDS
@@ -154,10 +162,10 @@ class Executor:
             # only the newest `rate` starts matter to the sliding window: memory stays bounded
             del starts[: -(options.rate_per_minute or 1)]
             options.on_batch(index, batch, starts[-1])
-            for unit in self._prepare(run_id, version, index, batch, report, options):
-                inflight[pool.submit(self._compute, slots, handles, version, unit)] = unit
-            # budgets (source rows read, wall time) and batches that failed before computing:
-            # checked before another batch starts, at the batch that crossed them
+            intent = self._intend(run_id, version, index, batch)
+            inflight[pool.submit(self._work, slots, handles, version, intent)] = intent
+            # wall time and batches that failed before computing: checked before another batch
+            # starts; the source-row budget is checked once a batch has read its inputs
             self._last_label = batch.label(version.spec.keys).split("..")[-1]
             check_stop_loss()
 
@@ -180,15 +188,59 @@ class Executor:
             for handle in opened:
                 handle.close()
 
-    def _compute(
-        self, slots: queue.Queue[int], handles: list[Engine], version: Version, unit: Unit
-    ) -> tuple[int, Computed]:
+    def _work(
+        self, slots: queue.Queue[int], handles: list[Engine], version: Version, intent: Batch
+    ) -> tuple[int, Work]:
+        """On a worker: read the batch's inputs, then stage and audit each unit whose inputs
+        are complete. The slot's staging tables stay reserved until the coordinator has
+        published or dropped them."""
         slot = slots.get()
-        staging = f"{version.spec.name}__slot{slot}"
-        read_from = self._read_from(version)
+        engine = handles[slot]
+        spec = version.spec
         try:
-            return slot, compute(handles[slot], version, unit, read_from, self._staged, staging)
+            try:
+                plan = read_inputs(
+                    engine,
+                    self.state,
+                    spec,
+                    self.sources,
+                    self.upstream_spec,
+                    intent.window,
+                    intent.partitions,
+                )
+                intent.source_rows = plan.source_rows
+            except EngineError as error:
+                return slot, Work(error=str(error))
+            finally:
+                intent.inputs_read.set()
+            ready = [p for p in intent.partitions if p.start not in plan.missing]
+            if ready:
+                self.state.record_inputs_many(
+                    {intent.attempts[p.start]: plan.inputs[p.start] for p in ready}
+                )
+                self.state.move_attempts(
+                    [(intent.attempts[p.start], None, None, None) for p in ready],
+                    AttemptState.RUNNING,
+                    stamp(self.clock),
+                )
+            units = [
+                Unit(
+                    PartitionRange(spec.grain, run[0].start, run[-1].end),
+                    tuple(run),
+                    {p.start: intent.attempts[p.start] for p in run},
+                    intent.index,
+                    {p.start: plan.source_values.get(p.start, {}) for p in run},
+                )
+                for run in _consecutive(ready)
+            ]
+            read_from = self._read_from(version)
+            computed = [
+                compute(engine, version, unit, read_from, self._staged, _staging(spec, slot, n))
+                for n, unit in enumerate(units)
+            ]
+            return slot, Work(plan, computed)
         except BaseException:
+            intent.inputs_read.set()
             slots.put(slot)
             raise
 
@@ -214,21 +266,13 @@ class Executor:
         self._reading[version.version_id] = found
         return found
 
-    def _prepare(
-        self,
-        run_id: str,
-        version: Version,
-        index: int,
-        batch: PartitionRange,
-        report: Report,
-        options: Options,
-    ) -> list[Unit]:
-        """Record the intent for every partition of the batch, check inputs, split into units."""
+    def _intend(self, run_id: str, version: Version, index: int, window: PartitionRange) -> Batch:
+        """Record the intent for every partition of the batch before anything is computed."""
         spec = version.spec
-        partitions = list(batch)
+        partitions = tuple(window)
         now = stamp(self.clock)
-        attempts = {
-            p.start: Attempt(
+        attempts = [
+            Attempt(
                 attempt_id=new_attempt_id(),
                 run_id=run_id,
                 model=spec.name,
@@ -240,52 +284,43 @@ class Executor:
                 started_at=now,
             )
             for p in partitions
-        }
-        self.state.create_attempts(list(attempts.values()), batch=index)
+        ]
+        self.state.create_attempts(attempts, batch=index)
         crash_point("after_intent")
-        try:
-            plan = read_inputs(
-                self.engine, self.state, spec, self.sources, self.upstream_spec, batch, partitions
-            )
-        except EngineError as error:
+        return Batch(index, window, partitions, {a.partition_start: a.attempt_id for a in attempts})
+
+    def _settle_batch(
+        self,
+        run_id: str,
+        version: Version,
+        intent: Batch,
+        work: Work,
+        report: Report,
+        options: Options,
+    ) -> None:
+        """On the coordinator: end what could not run, then publish unit by unit."""
+        spec = version.spec
+        partitions = list(intent.partitions)
+        if work.plan is None:
+            reason = work.error or "inputs were not read"
             self._fail(
                 spec,
                 partitions,
-                attempts,
-                {p.start: str(error) for p in partitions},
+                intent.attempts,
+                dict.fromkeys(intent.attempts, reason),
                 report,
                 options,
             )
-            return []
-        report.progress = replace(
-            report.progress, source_rows=report.progress.source_rows + plan.source_rows
-        )
+            return
+        plan = work.plan
+        _count_reads(report, [intent])
         skipped = [p for p in partitions if p.start in plan.missing]
         if skipped:
             self._settle(
-                spec, skipped, attempts, plan.missing, AttemptState.SKIPPED, report, options
+                spec, skipped, intent.attempts, plan.missing, AttemptState.SKIPPED, report, options
             )
-        ready = [p for p in partitions if p.start not in plan.missing]
-        if not ready:
-            return []
-        self.state.record_inputs_many(
-            {attempts[p.start].attempt_id: plan.inputs[p.start] for p in ready}
-        )
-        self.state.move_attempts(
-            [(attempts[p.start].attempt_id, None, None, None) for p in ready],
-            AttemptState.RUNNING,
-            stamp(self.clock),
-        )
-        return [
-            Unit(
-                PartitionRange(spec.grain, run[0].start, run[-1].end),
-                tuple(run),
-                {p.start: attempts[p.start].attempt_id for p in run},
-                index,
-                {p.start: plan.source_values.get(p.start, {}) for p in run},
-            )
-            for run in _consecutive(ready)
-        ]
+        for computed in work.computed:
+            self._finish(run_id, version, computed.unit, computed, report, options)
 
     def _finish(
         self,
@@ -403,7 +438,7 @@ class Executor:
         self,
         spec: ModelSpec,
         partitions: list[PartitionKey],
-        attempts: Mapping[int, str | Attempt],
+        attempts: Mapping[int, str],
         reasons: Mapping[int, str],
         report: Report,
         options: Options,
@@ -425,14 +460,14 @@ class Executor:
         self,
         spec: ModelSpec,
         partitions: list[PartitionKey],
-        attempts: Mapping[int, str | Attempt],
+        attempts: Mapping[int, str],
         reasons: Mapping[int, str],
         state: AttemptState,
         report: Report,
         options: Options,
     ) -> None:
         """End attempts without publishing (failed or skipped), with their reasons."""
-        ids = {p.start: _attempt_id(attempts[p.start]) for p in partitions}
+        ids = {p.start: attempts[p.start] for p in partitions}
         self.state.move_attempts(
             [(ids[p.start], None, None, reasons[p.start]) for p in partitions],
             state,
@@ -450,8 +485,49 @@ class Executor:
             )
 
 
-def _attempt_id(attempt: str | Attempt) -> str:
-    return attempt if isinstance(attempt, str) else attempt.attempt_id
+@dataclass
+class Batch:
+    """A batch whose intent is recorded: partition start → its attempt id. The worker sets
+    `inputs_read` once it knows how many source rows the batch reads."""
+
+    index: int
+    window: PartitionRange
+    partitions: tuple[PartitionKey, ...]
+    attempts: dict[int, str]
+    inputs_read: threading.Event = field(default_factory=threading.Event)
+    source_rows: int = 0
+    counted: bool = False
+
+
+@dataclass(frozen=True)
+class Work:
+    """What a worker did with a batch: its inputs, and each unit staged and audited (or why
+    its inputs could not be read)."""
+
+    plan: ReadPlan | None = None
+    computed: list[Computed] = field(default_factory=list)
+    error: str | None = None
+
+
+def _await_reads(inflight: Mapping[Future[tuple[int, Work]], Batch]) -> None:
+    for future, batch in inflight.items():
+        while not batch.inputs_read.wait(STOP_POLL_SECONDS) and not future.done():
+            pass
+
+
+def _count_reads(report: Report, batches: Iterable[Batch]) -> None:
+    """Add the source rows of batches that have read their inputs, each batch once."""
+    for batch in batches:
+        if not batch.counted and batch.inputs_read.is_set():
+            batch.counted = True
+            report.progress = replace(
+                report.progress, source_rows=report.progress.source_rows + batch.source_rows
+            )
+
+
+def _staging(spec: ModelSpec, slot: int, unit: int) -> str:
+    """A slot's staging table for the n-th unit of its batch (a gap splits a batch in units)."""
+    return f"{spec.name}__slot{slot}" if unit == 0 else f"{spec.name}__slot{slot}_{unit}"
 
 
 def _consecutive(partitions: list[PartitionKey]) -> Iterator[list[PartitionKey]]:

@@ -20,12 +20,11 @@ INTERRUPTED = "interrupted: the process stopped before publishing; nothing was p
 class Reconciliation:
     published: tuple[str, ...]
     failed: tuple[str, ...]
-    staging_dropped: int
     runs_interrupted: tuple[str, ...]
 
     @property
     def changed_anything(self) -> bool:
-        return bool(self.published or self.failed or self.staging_dropped or self.runs_interrupted)
+        return bool(self.published or self.failed or self.runs_interrupted)
 
 
 def reconcile(engine: Engine, state: StateStore, clock: Clock) -> Reconciliation:
@@ -44,9 +43,8 @@ def reconcile(engine: Engine, state: StateStore, clock: Clock) -> Reconciliation
                 attempt.attempt_id, AttemptState.FAILED, stamp(clock), error=INTERRUPTED
             )
             failed.append(attempt.attempt_id)
-    dropped = engine.drop_staging()
     interrupted = []
     for run in state.live_runs():
         state.finish_run(run.run_id, RunStatus.INTERRUPTED, "the process stopped", stamp(clock))
         interrupted.append(run.run_id)
-    return Reconciliation(tuple(published), tuple(failed), dropped, tuple(interrupted))
+    return Reconciliation(tuple(published), tuple(failed), tuple(interrupted))

@@ -17,7 +17,9 @@ from tidegate.domain.model import CheckSpec, Column
 
 DIALECT = "duckdb"
 META_SCHEMA = "_tidegate"
-STAGING_SCHEMA = "_tidegate_staging"
+# Staging lives in an in-memory database attached to the warehouse: shared by every handle of
+# the process, never written to the warehouse file, gone with the process after a crash.
+STAGING_CATALOG = "_tidegate_staging"
 MARKERS = "commit_markers"
 
 
@@ -27,6 +29,14 @@ def ident(name: str) -> exp.Identifier:
 
 def table(name: str, schema: str | None = None) -> exp.Table:
     return exp.Table(this=ident(name), db=ident(schema) if schema else None)
+
+
+def staged(name: str) -> exp.Table:
+    return exp.Table(this=ident(name), db=ident("main"), catalog=ident(STAGING_CATALOG))
+
+
+def attach_staging() -> str:
+    return f"ATTACH IF NOT EXISTS ':memory:' AS {ident(STAGING_CATALOG).sql(dialect=DIALECT)}"
 
 
 def column(name: str) -> exp.Column:
@@ -232,13 +242,16 @@ MARKER_COLUMNS = (
 )
 
 
-def insert_marker() -> str:
+def insert_markers() -> str:
+    """Insert every marker of a publish in one statement: each named parameter is bound to the
+    list of that column's values, and the lists are unnested side by side."""
     target = table(MARKERS, META_SCHEMA)
-    values = exp.Tuple(expressions=[exp.Placeholder(this=name) for name in MARKER_COLUMNS])
     return _sql(
         exp.Insert(
             this=exp.Schema(this=target, expressions=[ident(n) for n in MARKER_COLUMNS]),
-            expression=exp.Values(expressions=[values]),
+            expression=exp.select(
+                *[exp.Unnest(expressions=[exp.Placeholder(this=n)]) for n in MARKER_COLUMNS]
+            ),
         )
     )
 
@@ -273,12 +286,12 @@ def describe(source: exp.Table) -> str:
     return _sql(exp.Describe(this=source))
 
 
-def tables_in_schema() -> str:
+def tables_in_catalog() -> str:
     info = table("tables", "information_schema")
     return _sql(
         exp.select(column("table_name"))
         .from_(info)
-        .where(exp.EQ(this=column("table_schema"), expression=exp.Placeholder()))
+        .where(exp.EQ(this=column("table_catalog"), expression=exp.Placeholder()))
     )
 
 
