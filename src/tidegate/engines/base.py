@@ -97,18 +97,6 @@ class Engine(Protocol):
     def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
         """The measured value of a check on a staging table. Read-only."""
 
-    def measure_by_partition(
-        self,
-        check: CheckSpec,
-        staging: str,
-        bounds: Mapping[str, Any],
-        partition_column: str,
-        grain: str,
-    ) -> dict[int | None, int]:
-        """A check's measured value per time partition of a staging table, keyed by partition
-        start (None for rows whose partition column is NULL); partitions with nothing to count
-        are absent. Read-only."""
-
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         """Content checksum of a staging table over `columns`, in that order. Read-only."""
 
@@ -131,7 +119,7 @@ class Engine(Protocol):
         """One pass over a staging table (`staged`) or a published/source table, grouped by time
         partition of `grain` on `partition_column`: each partition's checksum over `columns`
         (None: every column, with the engine's cheaper native hash — for input fingerprints),
-        the violations of each row-level check and each aggregate's value as text. With
+        the violations of each check and each aggregate's value as text. With
         `bounds`, only rows in the $start/$end window. Read-only."""
 
     def count_in_window(self, table: str, time_column: str, bounds: Mapping[str, Any]) -> int:

@@ -152,22 +152,6 @@ class DuckDBEngine:
         row = self._run(statement, self._only(bounds, statement)).fetchone()
         return int(row[0])
 
-    def measure_by_partition(
-        self,
-        check: CheckSpec,
-        staging: str,
-        bounds: Mapping[str, Any],
-        partition_column: str,
-        grain: str,
-    ) -> dict[int | None, int]:
-        by = sql.bucket(partition_column, grain)
-        statement = self._statement(
-            ("measure", _check_key(check), staging, partition_column, grain),
-            lambda: sql.check_measure(check, sql.staged(staging), by),
-        )
-        rows = self._run(statement, self._only(bounds, statement)).fetchall()
-        return {None if b is None else int(b): int(n) for b, n in rows}
-
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         statement = sql.checksum(sql.staged(staging), columns, None)
         rows, digest = self._run(statement).fetchone()

@@ -126,11 +126,10 @@ def _compute_window(
     read_from: Mapping[str, ReadFrom],
     contract: CheckResult,
 ) -> Computed:
-    """One pass over the staged batch: checksums, row-level checks and reconciliation targets,
-    per partition; `unique` checks need a pass of their own."""
+    """One pass over the staged batch: checksums, every check and reconciliation targets, per
+    partition."""
     grain = spec.grain.value
     checks = (bounds_check(spec), *spec.checks)
-    row_level = [c for c in checks if c.kind != "unique"]
     profiles = engine.profile(
         staging,
         True,
@@ -138,18 +137,13 @@ def _compute_window(
         grain,
         bounds,
         [c.name for c in spec.columns],
-        row_level,
+        checks,
         [r.target_expression for r in spec.reconciliations],
     )
     measured: dict[str, dict[int | None, int]] = {
         check.name: {b: p.violations[i] for b, p in profiles.items() if p.violations[i]}
-        for i, check in enumerate(row_level)
+        for i, check in enumerate(checks)
     }
-    for check in checks:
-        if check.kind == "unique":
-            measured[check.name] = engine.measure_by_partition(
-                check, staging, bounds, spec.partition_column, grain
-            )
     empty = PartitionProfile(Checksum(0, 0))
     produced = {p.start: profiles.get(p.start, empty) for p in unit.partitions}
     return Computed(

@@ -119,18 +119,26 @@ def insert_from(target: exp.Table, columns: Sequence[Column], source: exp.Table)
     )
 
 
-def row_hash(columns: Sequence[str]) -> exp.Expr:
-    """64-bit hash of a row: tidegate.domain.checksum.row_hash, computed in the engine."""
+def row_hash(columns: Sequence[str], as_text: Sequence[exp.Expr] | None = None) -> exp.Expr:
+    """64-bit hash of a row: tidegate.domain.checksum.row_hash, computed in the engine.
+
+    `as_text`: the columns already cast to text (one expression per column), so that a query
+    over many rows casts each value once.
+    """
+    texts = (
+        list(as_text)
+        if as_text is not None
+        else [exp.cast(column(name), exp.DataType.Type.VARCHAR) for name in columns]
+    )
     fields: list[exp.Expr] = []
-    for name in columns:
-        text = exp.cast(column(name), exp.DataType.Type.VARCHAR)
+    for text in texts:
         length = exp.cast(exp.Length(this=text.copy()), exp.DataType.Type.VARCHAR)
         tagged = exp.DPipe(
             this=exp.DPipe(
                 this=exp.DPipe(this=exp.Literal.string("v"), expression=length),
                 expression=exp.Literal.string(":"),
             ),
-            expression=text,
+            expression=text.copy(),
         )
         # `||` yields NULL when the value is NULL, which then becomes the NULL tag.
         fields.append(exp.Coalesce(this=tagged, expressions=[exp.Literal.string("n")]))
@@ -144,12 +152,17 @@ def row_hash(columns: Sequence[str]) -> exp.Expr:
     return exp.cast(as_hex, exp.DataType.Type.UBIGINT)
 
 
-def checksum(source: exp.Table, columns: Sequence[str], where: exp.Expr | None) -> str:
-    hashed = exp.cast(row_hash(columns), exp.DataType.Type.INT128)
-    digest = exp.Mod(
-        this=exp.Coalesce(this=exp.Sum(this=hashed), expressions=[exp.Literal.number(0)]),
+def _digest(hashed: exp.Expr) -> exp.Expr:
+    """The order-free sum of 64-bit row hashes, modulo 2^64."""
+    total = exp.Sum(this=exp.cast(hashed, exp.DataType.Type.INT128))
+    return exp.Mod(
+        this=exp.Coalesce(this=total, expressions=[exp.Literal.number(0)]),
         expression=exp.Literal.number(2**64),
     )
+
+
+def checksum(source: exp.Table, columns: Sequence[str], where: exp.Expr | None) -> str:
+    digest = _digest(row_hash(columns))
     select = exp.select(exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR")).from_(source)
     if where is not None:
         select = select.where(where)
@@ -182,34 +195,22 @@ def _violations(check: CheckSpec) -> exp.Expr | None:
     raise ValueError(f"no measurement for check kind {check.kind!r}")
 
 
-def check_measure(check: CheckSpec, source: exp.Table, by: exp.Expr | None = None) -> str:
-    """Violations of a check (the row count for `row_count`): one integer, or with `by` one
-    (bucket, integer) row per partition that has any."""
+def check_measure(check: CheckSpec, source: exp.Table) -> str:
+    """Violations of a check (the row count for `row_count`) over a whole table: one integer."""
     count = exp.Count(this=exp.Star())
     if check.kind == "unique":
         keys = [column(c) for c in check.params["columns"]]
-        bucketed = [by.copy()] if by is not None else []
         not_null = exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
         repeated = (
-            exp.select(*[b.as_("bucket") for b in bucketed], *keys)
+            exp.select(*keys)
             .from_(source)
             .where(not_null)
-            .group_by(*[b.copy() for b in bucketed], *[k.copy() for k in keys])
+            .group_by(*[k.copy() for k in keys])
             .having(exp.GT(this=count.copy(), expression=exp.Literal.number(1)))
             .subquery("repeated")
         )
-        if by is None:
-            return _sql(exp.select(count).from_(repeated))
-        return _sql(
-            exp.select(exp.column("bucket"), count).from_(repeated).group_by(exp.column("bucket"))
-        )
-    where = _violations(check)
-    if by is None:
-        return count_rows(source, where)
-    select = exp.select(by.as_("bucket"), count).from_(source)
-    if where is not None:
-        select = select.where(where)
-    return _sql(select.group_by(exp.column("bucket")))
+        return _sql(exp.select(count).from_(repeated))
+    return count_rows(source, _violations(check))
 
 
 def markers_ddl() -> str:
@@ -334,34 +335,61 @@ def grouped_checksums(
     aggregates: Sequence[str] = (),
 ) -> str:
     """Per time partition, in one pass over a whole batch: (partition start, row count, digest,
-    one violation count per row-level check, one text value per aggregate expression).
+    one violation count per check, one text value per aggregate expression).
 
     `native_hash` uses the engine's own row hash: cheaper, but comparable only within one
-    engine — right for input fingerprints, never for published checksums.
+    engine — right for input fingerprints, never for published checksums. A `unique` check
+    counts the key values that repeat within a partition: the second row of each such key.
     """
-    row = exp.func("hash", *[column(c) for c in columns]) if native_hash else row_hash(columns)
-    hashed = exp.cast(row, exp.DataType.Type.INT128)
-    digest = exp.Mod(
-        this=exp.Coalesce(this=exp.Sum(this=hashed), expressions=[exp.Literal.number(0)]),
-        expression=exp.Literal.number(2**64),
-    )
     key = bucket(bucket_column, grain)
+    # Names no model column can take (columns are plain identifiers): the inner projection
+    # casts each value to text once and numbers the rows of each unique key.
+    texts = [f"tidegate:text:{i}" for i in range(len(columns))]
+    repeats = {c.name: f"tidegate:repeat:{i}" for i, c in enumerate(checks) if c.kind == "unique"}
+    inner = exp.select(exp.Star())
+    if not native_hash:
+        inner = inner.select(
+            *[
+                exp.cast(column(name), exp.DataType.Type.VARCHAR).as_(ident(alias))
+                for name, alias in zip(columns, texts, strict=True)
+            ]
+        )
+    for check in checks:
+        if check.kind == "unique":
+            keys = [column(c) for c in check.params["columns"]]
+            numbered = exp.Window(this=exp.RowNumber(), partition_by=[key.copy(), *keys]).as_(
+                ident(repeats[check.name])
+            )
+            inner = inner.select(numbered)
+    inner = inner.from_(source)
+    if windowed:
+        inner = inner.where(_window(bucket_column))
+    row = (
+        exp.func("hash", *[column(c) for c in columns])
+        if native_hash
+        else row_hash(columns, [column(t) for t in texts])
+    )
     select = exp.select(
         key.as_("bucket"),
         exp.Count(this=exp.Star()),
-        exp.cast(digest, "VARCHAR"),
-        *[_violation_count(check) for check in checks],
+        exp.cast(_digest(row), "VARCHAR"),
+        *[_violation_count(check, repeats.get(check.name)) for check in checks],
         *[exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR") for text in aggregates],
-    ).from_(source)
-    if windowed:
-        select = select.where(_window(bucket_column))
+    ).from_(inner.subquery("profiled"))
     return _sql(select.group_by(exp.column("bucket")))
 
 
-def _violation_count(check: CheckSpec) -> exp.Expr:
-    where = _violations(check)
+def _violation_count(check: CheckSpec, repeat: str | None) -> exp.Expr:
+    where = _violations(check) if repeat is None else _repeated(check, repeat)
     count = exp.Count(this=exp.Star())
     return count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
+
+
+def _repeated(check: CheckSpec, repeat: str) -> exp.Expr:
+    """The second row of each key value of a `unique` check (keys with a NULL part excluded)."""
+    second = exp.EQ(this=column(repeat), expression=exp.Literal.number(2))
+    keys = [column(c) for c in check.params["columns"]]
+    return exp.and_(second, *[exp.not_(exp.Is(this=k, expression=exp.Null())) for k in keys])
 
 
 def grouped_aggregates(
