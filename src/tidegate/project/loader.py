@@ -97,9 +97,12 @@ def _check_name(name: str, path: str, sources: dict[str, Source]) -> None:
 def _columns(model: ModelFile) -> tuple[Column, ...]:
     columns = []
     for name, declared in model.header.columns.items():
-        line = model.header_line("columns", name)
         if not IDENTIFIER.match(name):
-            raise ConfigError(model.path, f"columns.{name!r}: not a plain identifier", line)
+            raise ConfigError(
+                model.path,
+                f"columns.{name!r}: not a plain identifier",
+                model.header_line("columns", name),
+            )
         text = declared.strip()
         nullable = not text.upper().endswith("NOT NULL")
         if not nullable:
@@ -107,7 +110,9 @@ def _columns(model: ModelFile) -> tuple[Column, ...]:
         try:
             columns.append(Column(name, parse_type(text), nullable))
         except SqlProblem as problem:
-            raise ConfigError(model.path, f"columns.{name}: {problem.message}", line) from None
+            raise ConfigError(
+                model.path, f"columns.{name}: {problem.message}", model.header_line("columns", name)
+            ) from None
     return tuple(columns)
 
 
