@@ -235,7 +235,9 @@ class Executor:
             ]
             read_from = self._read_from(version)
             computed = [
-                compute(engine, version, unit, read_from, self._staged, _staging(spec, slot, n))
+                self._audited(
+                    compute(engine, version, unit, read_from, self._staged, _staging(spec, slot, n))
+                )
                 for n, unit in enumerate(units)
             ]
             return slot, Work(plan, computed)
@@ -243,6 +245,30 @@ class Executor:
             intent.inputs_read.set()
             slots.put(slot)
             raise
+
+    def _audited(self, computed: Computed) -> Computed:
+        """Record a unit's audit on its worker: the checks and checksums of what it staged, or
+        the checks that stopped it before a checksum."""
+        attempts = computed.unit.attempts
+        if computed.error is not None or not computed.checksums:
+            for start, results in computed.checks.items():
+                self.state.record_checks(attempts[start], results)
+            return computed
+        self.state.record_audits(
+            [
+                Audit(
+                    attempts[p.start],
+                    computed.checksums[p.start].rows,
+                    str(computed.checksums[p.start]),
+                    tuple(computed.checks[p.start]),
+                    tuple(computed.reconciliations.get(p.start, [])),
+                )
+                for p in computed.unit.partitions
+            ],
+            stamp(self.clock),
+        )
+        crash_point("after_audit")
+        return computed
 
     def _staged(self, unit: Unit) -> None:
         self.state.move_attempts(
@@ -335,9 +361,6 @@ class Executor:
         attempts = unit.attempts
         self._last_label = unit.partitions[-1].label(spec.keys)
         if computed.error is not None or not computed.checksums:
-            if computed.checks:
-                for start, results in computed.checks.items():
-                    self.state.record_checks(attempts[start], results)
             reason = computed.error or "; ".join(computed.problems(unit.partitions[0].start))
             self.engine.drop_staging(computed.staging)
             self._fail(
@@ -350,20 +373,6 @@ class Executor:
                 check_failure=computed.error is None,
             )
             return
-        self.state.record_audits(
-            [
-                Audit(
-                    attempts[p.start],
-                    computed.checksums[p.start].rows,
-                    str(computed.checksums[p.start]),
-                    tuple(computed.checks[p.start]),
-                    tuple(computed.reconciliations.get(p.start, [])),
-                )
-                for p in unit.partitions
-            ],
-            stamp(self.clock),
-        )
-        crash_point("after_audit")
         problems = {p.start: computed.problems(p.start) for p in unit.partitions}
         if any(problems.values()):
             first = next(p for p in unit.partitions if problems[p.start])
