@@ -7,12 +7,14 @@ daily_revenue over 365 daily partitions of the generated orders (20,000 rows a d
   - raw DuckDB per partition DELETE+INSERT without checks;
   - raw DuckDB, one CREATE TABLE AS for the year.
 Prints wall times, ratios tidegate/raw and peak memory of the tidegate processes.
+With --peers, also the same backfill through SQLMesh and dbt-duckdb (see peers.py).
 
-Usage: python benchmarks/backfill.py [ROWS_PER_DAY]
+Usage: python benchmarks/backfill.py [ROWS_PER_DAY] [--peers [--peers-runs N]]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -24,6 +26,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
+
+import peers
 
 YEAR = "2025-01-01..2025-12-31"
 DAILY = (
@@ -116,7 +120,14 @@ def fresh_project(template: Path, folder: Path, name: str) -> Path:
 
 
 def main() -> None:
-    rows_per_day = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
+    parser = argparse.ArgumentParser(description="The reference backfill against raw DuckDB.")
+    parser.add_argument("rows_per_day", nargs="?", type=int, default=20_000)
+    parser.add_argument("--peers", action="store_true", help="also run SQLMesh and dbt-duckdb")
+    parser.add_argument(
+        "--peers-runs", type=int, help="runs per peer (default 3; 1 above 50,000 rows a day)"
+    )
+    args = parser.parse_args()
+    rows_per_day: int = args.rows_per_day
     folder = Path(tempfile.mkdtemp(prefix="tidegate-bench-"))
     try:
         template = folder / "template"
@@ -203,6 +214,11 @@ def main() -> None:
             f"ratio batch 30 / raw single statement + checks: "
             f"{results['batch 30'][0] / single:5.2f}x"
         )
+        if args.peers:
+            runs = args.peers_runs or peers.default_runs(rows_per_day)
+            compared = peers.run_peers(template / "warehouse.duckdb", runs, DAILY)
+            for line in peers.report(compared, results["batch 1"][0]):
+                print(line)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
