@@ -6,10 +6,14 @@ daily_revenue over 365 daily partitions of the generated orders (20,000 rows a d
     reconciliation queries and a checkpoint row (the physical limit of the same work);
   - raw DuckDB per partition DELETE+INSERT without checks;
   - raw DuckDB, one CREATE TABLE AS for the year.
-Prints wall times, ratios tidegate/raw and peak memory of the tidegate processes.
+Each is run --runs times (default 3) and the median printed. tidegate is timed twice: the whole
+process (interpreter start, imports, opening the warehouse and the ledger) and the run itself (its
+start and end as the ledger recorded them). Prints ratios tidegate/raw for both, and the peak
+memory of tidegate processes over 30 and 365 partitions.
 With --peers, also the same backfill through SQLMesh and dbt-duckdb (see peers.py).
 
-Usage: python benchmarks/backfill.py [ROWS_PER_DAY] [--peers [--peers-runs N]]
+Usage: python benchmarks/backfill.py [ROWS_PER_DAY] [--runs N] [--max-concurrency N]
+                                     [--peers [--peers-runs N]]
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,11 +58,25 @@ CHECKS = (
 
 
 def timed_process(args: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one tidegate process. Run these before anything
+    grows this process: a child's peak RSS starts at its parent's size when it forks."""
     began = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "tidegate", *args], stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     assert status == 0, f"tidegate {' '.join(args)} failed"
     return time.perf_counter() - began, usage.ru_maxrss
+
+
+def recorded_seconds(project: Path) -> float:
+    """How long the project's only backfill ran, from the start and end its ledger recorded."""
+    con = sqlite3.connect(project / ".tidegate" / "state.db")
+    try:
+        [(started, ended)] = con.execute(
+            "SELECT started_at, ended_at FROM runs WHERE kind = 'backfill'"
+        ).fetchall()
+    finally:
+        con.close()
+    return (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
 
 
 def days() -> list[dict[str, datetime]]:
@@ -115,109 +135,110 @@ def raw_single(warehouse: Path, with_checks: bool) -> float:
 
 def fresh_project(template: Path, folder: Path, name: str) -> Path:
     target = folder / name
+    shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(template, target)
     return target
+
+
+def tidegate(args: list[str]) -> None:
+    subprocess.run([sys.executable, "-m", "tidegate", *args], check=True, capture_output=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="The reference backfill against raw DuckDB.")
     parser.add_argument("rows_per_day", nargs="?", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each, median printed")
+    parser.add_argument(
+        "--max-concurrency", type=int, default=2, help="tidegate's batches in flight (default 2)"
+    )
     parser.add_argument("--peers", action="store_true", help="also run SQLMesh and dbt-duckdb")
     parser.add_argument(
         "--peers-runs", type=int, help="runs per peer (default 3; 1 above 50,000 rows a day)"
     )
     args = parser.parse_args()
     rows_per_day: int = args.rows_per_day
+    runs: int = args.runs
     folder = Path(tempfile.mkdtemp(prefix="tidegate-bench-"))
     try:
         template = folder / "template"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tidegate",
-                "init",
-                str(template),
-                "--example",
-                "orders",
-                "--rows-per-day",
-                str(rows_per_day),
-            ],
-            check=True,
-            capture_output=True,
+        tidegate(
+            ["init", str(template), "--example", "orders", "--rows-per-day", str(rows_per_day)]
         )
-        for command in (["build"], ["deploy", "daily_revenue"]):
-            subprocess.run(
-                [sys.executable, "-m", "tidegate", *command, "--project", str(template)],
-                check=True,
-                capture_output=True,
-            )
-        results: dict[str, tuple[float, int]] = {}
-        month = fresh_project(template, folder, "month")
-        _, month_rss = timed_process(
-            [
-                "backfill",
-                "daily_revenue",
-                "--partitions",
-                "2025-01-01..2025-01-30",
-                "--project",
-                str(month),
-            ]
-        )
-        for batch in (1, 30):
-            project = fresh_project(template, folder, f"batch{batch}")
-            results[f"batch {batch}"] = timed_process(
+        tidegate(["build", "--project", str(template)])
+        tidegate(["deploy", "daily_revenue", "--project", str(template)])
+
+        def backfill(name: str, partitions: str, batch: int) -> tuple[float, float, int]:
+            project = fresh_project(template, folder, name)
+            wall, rss = timed_process(
                 [
                     "backfill",
                     "daily_revenue",
                     "--partitions",
-                    YEAR,
+                    partitions,
                     "--batch-size",
                     str(batch),
+                    "--max-concurrency",
+                    str(args.max_concurrency),
                     "--project",
                     str(project),
                 ]
             )
-        raw: dict[str, float] = {}
+            return wall, recorded_seconds(project), rss
+
+        _, _, month_rss = backfill("month", "2025-01-01..2025-01-30", 1)
+        measured = {
+            batch: [backfill(f"batch{batch}", YEAR, batch) for _ in range(runs)]
+            for batch in (1, 30)
+        }
+        wall = {b: statistics.median(m[0] for m in ms) for b, ms in measured.items()}
+        inside = {b: statistics.median(m[1] for m in ms) for b, ms in measured.items()}
+        year_rss = max(m[2] for m in measured[1])
         runners: dict[str, Callable[[Path], float]] = {
             "raw loop, same work + checkpoint": lambda w: raw_loop(w, True),
             "raw loop, DELETE+INSERT only": lambda w: raw_loop(w, False),
             "raw single CREATE TABLE AS + its checks": lambda w: raw_single(w, True),
             "raw single CREATE TABLE AS": lambda w: raw_single(w, False),
         }
+        raw: dict[str, float] = {}
         for name, runner in runners.items():
-            copy = folder / "raw.duckdb"
-            shutil.copy(template / "warehouse.duckdb", copy)
-            raw[name] = runner(copy)
-            copy.unlink()
-        print(f"{365 * rows_per_day:,} orders, 365 daily partitions of daily_revenue")
-        for name, (seconds, rss) in results.items():
+            times = []
+            for _ in range(runs):
+                copy = folder / "raw.duckdb"
+                shutil.copy(template / "warehouse.duckdb", copy)
+                times.append(runner(copy))
+                copy.unlink()
+            raw[name] = statistics.median(times)
+        print(
+            f"{365 * rows_per_day:,} orders, 365 daily partitions of daily_revenue; "
+            f"median of {runs}; tidegate with --max-concurrency {args.max_concurrency}"
+        )
+        print(f"{'':<40} {'process':>8} {'run':>8}")
+        for batch in (1, 30):
             print(
-                f"tidegate backfill, {name:<9}            {seconds:7.2f} s  "
-                f"peak {rss / 1024:.0f} MiB"
+                f"{'tidegate backfill, batch ' + str(batch):<40} {wall[batch]:7.2f}s "
+                f"{inside[batch]:7.2f}s"
             )
         for name, seconds in raw.items():
-            print(f"{name:<38} {seconds:7.2f} s")
-        year_rss = results["batch 1"][1]
+            print(f"{name:<40} {'':>8} {seconds:7.2f}s")
         print(
             f"peak memory, batch 1: 30 partitions {month_rss / 1024:.0f} MiB, 365 partitions "
             f"{year_rss / 1024:.0f} MiB (ratio {year_rss / month_rss:.2f}; DuckDB's buffer "
             "cache keeps the source blocks it read)"
         )
         same_work = raw["raw loop, same work + checkpoint"]
-        print(
-            f"ratio batch 1 / raw loop doing the same work:   "
-            f"{results['batch 1'][0] / same_work:5.2f}x"
-        )
         single = raw["raw single CREATE TABLE AS + its checks"]
-        print(
-            f"ratio batch 30 / raw single statement + checks: "
-            f"{results['batch 30'][0] / single:5.2f}x"
-        )
+        for label, batch, base in (
+            ("batch 1 / raw loop doing the same work", 1, same_work),
+            ("batch 30 / raw single statement + checks", 30, single),
+        ):
+            print(
+                f"ratio {label:<42} process {wall[batch] / base:5.2f}x, "
+                f"run {inside[batch] / base:5.2f}x"
+            )
         if args.peers:
-            runs = args.peers_runs or peers.default_runs(rows_per_day)
-            compared = peers.run_peers(template / "warehouse.duckdb", runs, DAILY)
-            for line in peers.report(compared, results["batch 1"][0]):
+            peer_runs = args.peers_runs or peers.default_runs(rows_per_day)
+            compared = peers.run_peers(template / "warehouse.duckdb", peer_runs, DAILY)
+            for line in peers.report(compared, wall[1]):
                 print(line)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
