@@ -411,6 +411,25 @@ class EngineContract:
         assert ready.markers(["att-first"]) == {"att-first": marker}
         assert ready.staging_tables() == []
 
+    def test_publish_into_another_schema_leaves_the_default_one_alone(self, ready: Engine) -> None:
+        """A version under validation writes a shadow table: readers of the published table
+        (default schema, same name) see nothing of it."""
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        staging = self.fresh("shadow")
+        ready.stage(staging, select_rows(DAY2_ROWS), {})
+        ready.publish(
+            Target("events", EVENT_COLUMNS, "ts", False, schema="_shadow"),
+            staging,
+            bound_values(DAY2),
+            [],
+        )
+        assert ready.table_columns("events", "_shadow") == list(EVENT_COLUMNS)
+        assert self.table_content(ready) == self.rows_content(ready, DAY1_ROWS)
+        shadow = self.content(
+            ready, 'SELECT * FROM "_shadow"."events"', [c.name for c in EVENT_COLUMNS]
+        )
+        assert shadow == self.rows_content(ready, DAY2_ROWS)
+
     def test_publish_replaces_only_its_partition(self, ready: Engine) -> None:
         self.publish_rows(ready, DAY1_ROWS, DAY1)
         self.publish_rows(ready, DAY2_ROWS, DAY2)

@@ -52,6 +52,8 @@ class Target:
     columns: tuple[Column, ...]
     partition_column: str
     keyed: bool
+    # None: the warehouse's default schema, where readers find published tables
+    schema: str | None = None
 
 
 def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[str, Any]:
@@ -82,7 +84,7 @@ class Engine(Protocol):
     def prepare(self) -> None:
         """Create tidegate's bookkeeping schemas and marker table. Idempotent."""
 
-    def table_columns(self, name: str) -> list[Column] | None:
+    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
         """Columns of a published table, or None when it does not exist. Read-only."""
 
     def stage(self, staging: str, sql: str, bounds: Mapping[str, Any]) -> None:

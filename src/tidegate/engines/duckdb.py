@@ -50,7 +50,7 @@ class DuckDBEngine:
         self._con.execute("SET TimeZone = 'UTC'")
         # Statements that are the same for every partition of a session, built once.
         self._statements: dict[tuple[object, ...], str] = {}
-        self._published_columns: dict[str, list[Column]] = {}
+        self._published_columns: dict[tuple[str | None, str], list[Column]] = {}
 
     @staticmethod
     def _connect(
@@ -110,8 +110,8 @@ class DuckDBEngine:
         self._run(sql.attach_staging())
         self._run(sql.markers_ddl())
 
-    def table_columns(self, name: str) -> list[Column] | None:
-        rows = self._run(sql.published_columns(), [name]).fetchall()
+    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
+        rows = self._run(sql.published_columns(), [schema or "main", name]).fetchall()
         if not rows:
             return None
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]
@@ -274,21 +274,26 @@ class DuckDBEngine:
         bounds: Mapping[str, Any],
         markers: Sequence[CommitMarker],
     ) -> None:
-        published = sql.table(target.name)
+        published = sql.table(target.name, target.schema)
+        where = (target.schema, target.name)
         # One writer holds the warehouse, so the columns it last saw or wrote are still there.
-        existing = self._published_columns.get(target.name) or self.table_columns(target.name)
+        existing = self._published_columns.get(where) or self.table_columns(
+            target.name, target.schema
+        )
         delete = self._statement(
-            ("delete", target.name, target.partition_column, target.keyed),
+            ("delete", where, target.partition_column, target.keyed),
             lambda: sql.delete_partition(published, target.partition_column, target.keyed),
         )
         insert = self._statement(
-            ("insert", target.name, tuple(c.name for c in target.columns), staging),
+            ("insert", where, tuple(c.name for c in target.columns), staging),
             lambda: sql.insert_from(published, target.columns, sql.staged(staging)),
         )
         marker_insert = self._statement(("markers",), sql.insert_markers)
         self._run("BEGIN TRANSACTION")
         try:
             if existing is None:
+                if target.schema is not None:
+                    self._run(sql.create_schema(target.schema))
                 self._run(sql.create_table(published, target.columns))
             else:
                 known = {c.name for c in existing}
@@ -303,7 +308,7 @@ class DuckDBEngine:
                     {n: [getattr(m, n) for m in markers] for n in sql.MARKER_COLUMNS},
                 )
             self._run("COMMIT")
-            self._published_columns[target.name] = (
+            self._published_columns[where] = (
                 list(target.columns)
                 if existing is None
                 else [

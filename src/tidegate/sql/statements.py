@@ -17,6 +17,9 @@ from tidegate.domain.model import CheckSpec, Column
 
 DIALECT = "duckdb"
 META_SCHEMA = "_tidegate"
+# Outputs of versions under validation: in the warehouse, where no reader of published tables
+# looks; one table per version.
+SHADOW_SCHEMA = "_tidegate_shadow"
 # Staging lives in an in-memory database attached to the warehouse: shared by every handle of
 # the process, never written to the warehouse file, gone with the process after a crash.
 STAGING_CATALOG = "_tidegate_staging"
@@ -297,14 +300,14 @@ def tables_in_catalog() -> str:
 
 
 def published_columns() -> str:
-    """Columns of a table in the default schema, bound by its name (one positional value)."""
+    """Columns of a table, bound by its schema and name (two positional values)."""
     info = table("columns", "information_schema")
     return _sql(
         exp.select(column("column_name"), column("data_type"), column("is_nullable"))
         .from_(info)
         .where(
             exp.and_(
-                exp.EQ(this=column("table_schema"), expression=exp.Literal.string("main")),
+                exp.EQ(this=column("table_schema"), expression=exp.Placeholder()),
                 exp.EQ(this=column("table_name"), expression=exp.Placeholder()),
             )
         )
