@@ -12,6 +12,7 @@ import pytest
 
 from tidegate.domain.attempt import AttemptState, IllegalTransition, RunStatus
 from tidegate.domain.checks import CheckResult
+from tidegate.domain.gate import Gate
 from tidegate.domain.model import ChangeKind, CheckSpec, Column, ModelSpec, Severity, Version
 from tidegate.domain.partitions import DAY_SECONDS, Grain
 from tidegate.domain.run import Attempt, Input, Run
@@ -259,6 +260,80 @@ class StateStoreContract:
         assert events[2].reason == "incident"
         assert [e.kind for e in store.events("monthly_revenue")] == ["build"]
         assert store.events("nobody") == []
+
+    def test_pausing_keeps_the_active_version_and_records_who_and_why(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        pause = Event(kind="pause", actor="carol", at=LATER, model="daily_revenue", reason="bad")
+        # a model never deployed can be paused too: nothing may run it until it is unpaused
+        store.set_paused("daily_revenue", True, pause)
+        paused = store.model_state("daily_revenue")
+        assert paused is not None and (paused.paused, paused.active_version) == (True, None)
+        store.activate("daily_revenue", V1.version_id, AT, deploy_event(V1.version_id))
+        deployed = store.model_state("daily_revenue")
+        assert deployed is not None and (deployed.paused, deployed.active_version) == (
+            True,
+            V1.version_id,
+        )
+        store.set_paused("daily_revenue", False, replace(pause, kind="unpause", reason=None))
+        resumed = store.model_state("daily_revenue")
+        assert resumed is not None and (resumed.paused, resumed.active_version) == (
+            False,
+            V1.version_id,
+        )
+        assert [(e.kind, e.reason) for e in store.events("daily_revenue")] == [
+            ("pause", "bad"),
+            ("deploy", "release"),
+            ("unpause", None),
+        ]
+
+    def test_gates_read_back_whole_in_order(self, with_versions: StateStore) -> None:
+        store = with_versions
+        first = Gate(
+            gate_id="gate-1",
+            model="daily_revenue",
+            version_id=V2.version_id,
+            passed=False,
+            flaky=False,
+            inputs="d" * 64,
+            partitions=("2025-01-01", "2025-03-09"),
+            report={
+                "partitions": [{"label": "2025-01-01", "checks": [{"name": "n", "passed": False}]}]
+            },
+            actor="alice",
+            created_at=AT,
+        )
+        second = replace(first, gate_id="gate-2", passed=True, flaky=True, created_at=LATER)
+        store.record_gate(
+            second, Event(kind="gate", actor="alice", at=LATER, model="daily_revenue")
+        )
+        store.record_gate(first, Event(kind="gate", actor="alice", at=AT, model="daily_revenue"))
+        assert store.gates("daily_revenue") == [first, second]
+        assert store.gates("monthly_revenue") == []
+        assert [e.kind for e in store.events("daily_revenue")] == ["gate", "gate"]
+
+    def test_the_confirming_run_is_the_first_to_publish_the_version_after_the_deploy(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_run(run(RUN_B))
+        store.create_attempt(attempt("att-old", RUN_A, day=0, version_id=V1.version_id))
+        store.create_attempt(
+            replace(attempt("att-new", RUN_B, day=1, version_id=V2.version_id), started_at=LATER)
+        )
+        for attempt_id in ("att-old", "att-new"):
+            store.move_attempts([(attempt_id, None, None, None)], AttemptState.RUNNING, LATER)
+            store.move_attempts([(attempt_id, None, None, None)], AttemptState.STAGED, LATER)
+            store.move_attempt(attempt_id, AttemptState.AUDITED, LATER, rows=1, checksum="1:01")
+        assert store.confirming_run("daily_revenue", V2.version_id, AT) is None
+        store.publish("att-new", LATER)
+        store.publish("att-old", LATER)
+        assert store.confirming_run("daily_revenue", V2.version_id, AT) == RUN_B
+        # published before the deploy: not a confirmation of it
+        assert store.confirming_run("daily_revenue", V1.version_id, LATER) is None
+        assert store.confirming_run("daily_revenue", V1.version_id, AT) == RUN_A
 
     # runs --------------------------------------------------------------------------------------
 

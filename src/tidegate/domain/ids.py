@@ -24,3 +24,7 @@ def new_attempt_id() -> str:
 
 def looks_like_run_id(text: str) -> bool:
     return bool(RUN_ID.match(text)) or text.startswith("run-")
+
+
+def new_gate_id() -> str:
+    return _new("gate")

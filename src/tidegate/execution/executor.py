@@ -280,17 +280,11 @@ class Executor:
     def _read_from(self, version: Version) -> dict[str, ReadFrom]:
         """Where the version's reconciliations read their inputs: resolved once per run."""
         known = self._reading.get(version.version_id)
-        if known is not None:
-            return known
-        spec = version.spec
-        found = {
-            name: ReadFrom(self.sources[name].table, self.sources[name].time_column)
-            for name in spec.sources
-        }
-        for name in spec.upstream:
-            found[name] = ReadFrom(name, self.upstream_spec(name).partition_column)
-        self._reading[version.version_id] = found
-        return found
+        if known is None:
+            known = self._reading[version.version_id] = reading_of(
+                version.spec, self.sources, self.upstream_spec
+            )
+        return known
 
     def _intend(self, run_id: str, version: Version, index: int, window: PartitionRange) -> Batch:
         """Record the intent for every partition of the batch before anything is computed."""
@@ -516,6 +510,19 @@ class Work:
     plan: ReadPlan | None = None
     computed: list[Computed] = field(default_factory=list)
     error: str | None = None
+
+
+def reading_of(
+    spec: ModelSpec, sources: Mapping[str, Source], upstream_spec: Callable[[str], ModelSpec]
+) -> dict[str, ReadFrom]:
+    """Where a model's reconciliations read their input side: each source's table and each
+    upstream model's published table, with its time column."""
+    found = {
+        name: ReadFrom(sources[name].table, sources[name].time_column) for name in spec.sources
+    }
+    for name in spec.upstream:
+        found[name] = ReadFrom(name, upstream_spec(name).partition_column)
+    return found
 
 
 def _await_reads(inflight: Mapping[Future[tuple[int, Work]], Batch]) -> None:

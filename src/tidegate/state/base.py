@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
+from tidegate.domain.gate import Gate
 from tidegate.domain.model import Version
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
@@ -69,6 +70,20 @@ class StateStore(Protocol):
         """Make `version_id` active (the old one becomes previous) and record the event."""
 
     def record_event(self, event: Event) -> None: ...
+
+    def set_paused(self, model: str, paused: bool, event: Event) -> None:
+        """Pause or unpause `model` (runs and new backfills refuse it) and record the event."""
+
+    def confirming_run(self, model: str, version_id: str, since: str) -> str | None:
+        """The first run that published a partition of `model` with `version_id` after `since`:
+        the run that confirmed a deploy."""
+
+    # gates
+    def record_gate(self, gate: Gate, event: Event) -> None:
+        """Record a validation gate and its history event."""
+
+    def gates(self, model: str) -> list[Gate]:
+        """Every gate of `model`, oldest first."""
 
     def events(self, model: str) -> list[Event]: ...
 

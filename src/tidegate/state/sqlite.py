@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tidegate.domain.errors import StateStoreError
 from tidegate.state.sqlite_attempts import AttemptTables
+from tidegate.state.sqlite_gates import GateTables
 from tidegate.state.sqlite_partitions import PartitionTables
 from tidegate.state.sqlite_runs import RunTables
-from tidegate.state.sqlite_versions import VersionTables
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -30,7 +30,7 @@ def migrations() -> list[tuple[int, str]]:
 SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
-class SQLiteStateStore(VersionTables, RunTables, AttemptTables, PartitionTables):
+class SQLiteStateStore(GateTables, RunTables, AttemptTables, PartitionTables):
     """The embedded ledger, one SQLite file in WAL mode."""
 
     def __init__(self, path: Path) -> None:

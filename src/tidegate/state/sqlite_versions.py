@@ -95,6 +95,24 @@ class VersionTables(SQLiteTables):
             )
             self._insert_event(con, event)
 
+    def set_paused(self, model: str, paused: bool, event: Event) -> None:
+        with self._tx() as con:
+            con.execute(
+                "INSERT INTO model_state (model, paused) VALUES (?, ?) "
+                "ON CONFLICT (model) DO UPDATE SET paused = excluded.paused",
+                (model, int(paused)),
+            )
+            self._insert_event(con, event)
+
+    def confirming_run(self, model: str, version_id: str, since: str) -> str | None:
+        """The first run that published a partition of `model` with `version_id` after `since`."""
+        row = self._one(
+            "SELECT run_id FROM attempts WHERE model = ? AND version_id = ? "
+            "AND state = 'published' AND started_at >= ? ORDER BY ended_at LIMIT 1",
+            (model, version_id, since),
+        )
+        return str(row[0]) if row else None
+
     @staticmethod
     def _insert_event(con: sqlite3.Connection, event: Event) -> None:
         con.execute(
