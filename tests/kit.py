@@ -30,6 +30,11 @@ class Result:
         return json.loads(self.stdout)
 
 
+# Deploying a version without a passed gate: for tests of what happens at run time when a bad
+# version is active anyway (the gate has tests of its own).
+FORCED = ("--force", "--reason", "the run-time audit is under test")
+
+
 def tidegate(*args: str | Path) -> Result:
     """Run the CLI in this process (fast); use `spawn` when a real process is needed."""
     out, err = io.StringIO(), io.StringIO()

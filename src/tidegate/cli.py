@@ -167,39 +167,6 @@ def build(ctx: Any, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("model")
-@click.option(
-    "--version", "version_ref", default=None, help="vN or a version id (default: newest)."
-)
-@click.option("--force", is_flag=True, help="Deploy although the gate refuses; needs --reason.")
-@click.option("--reason", default=None)
-@common
-def deploy(
-    ctx: Any, as_json: bool, model: str, version_ref: str | None, force: bool, reason: str | None
-) -> None:
-    """Make a version of MODEL the active one."""
-    from tidegate.ops.deploy import deploy as deploy_op
-
-    done = deploy_op(ctx, model, version_ref, force, reason)
-    v = done.version
-    document = {
-        "schema": "tidegate.deploy/v1",
-        "model": model,
-        "version_id": v.version_id,
-        "seq": v.seq,
-        "previous_version": done.previous,
-        "changed": done.changed,
-        "forced": done.forced,
-    }
-    message = (
-        f"{model}: v{v.seq} ({v.version_id}) is active; the next run uses it"
-        if done.changed
-        else f"{model}: v{v.seq} ({v.version_id}) was already active"
-    )
-    emit(as_json, document, lambda: click.echo(message))
-
-
-@cli.command()
 @click.argument("models", nargs=-1)
 @click.option("--partition", default=None, help="A partition or START..END (needs one MODEL).")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
@@ -283,8 +250,10 @@ def fail(message: str, code: int, as_json: bool) -> None:
 
 def _register() -> None:
     from tidegate.cli_backfill import backfill
+    from tidegate.cli_lifecycle import deploy, pause, rollback, unpause, validate
 
-    cli.add_command(backfill)
+    for command in (validate, deploy, rollback, pause, unpause, backfill):
+        cli.add_command(command)
 
 
 _register()

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tidegate.domain.gate import Gate
 from tidegate.ops.build import Built
 from tidegate.ops.run import RunResult
 
@@ -103,13 +104,12 @@ def run(result: RunResult) -> None:
 def status(document: dict[str, Any]) -> None:
     table = Table("model", "grain", "active", "published", "stale", "failed", "running", "last run")
     for m in document["models"]:
-        active = m["active_version"]
         counts = m["partitions"]
         last = m["last_run"]
         table.add_row(
             m["model"] + (" (paused)" if m["paused"] else ""),
             m["grain"],
-            f"v{active['seq']} ({active['id']})" if active else "-",
+            _active(m),
             str(counts["published"]),
             str(counts["stale"]),
             str(counts["failed"]),
@@ -118,11 +118,37 @@ def status(document: dict[str, Any]) -> None:
         )
     console.print(table)
     for m in document["models"]:
+        line = _deploy_line(m)
+        if line:
+            console.print(line)
         for segment in m.get("ranges", []):
             console.print(
                 f"  {segment['range']}: {segment['state']} "
                 f"({segment['count']}) by {segment['version'] or '-'}"
             )
+
+
+def _active(model: dict[str, Any]) -> str:
+    active, deploy = model["active_version"], model["deploy"]
+    if active is None:
+        return "-"
+    pending = " (pending)" if deploy and deploy["state"] == "pending" else ""
+    return f"v{active['seq']} ({active['id']}){pending}"
+
+
+def _deploy_line(model: dict[str, Any]) -> str | None:
+    deploy, upcoming = model["deploy"], model["next_partition"]
+    if deploy is None:
+        return None
+    if deploy["state"] == "confirmed":
+        line = (
+            f"{model['model']}: running {deploy['version']} since run {deploy['confirmed_by_run']}"
+        )
+    else:
+        line = f"{model['model']}: {deploy['version']} deployed, pending its first run"
+    if upcoming:
+        line += f"; next due {upcoming['partition']} with {upcoming['version']}"
+    return line
 
 
 def partition(document: dict[str, Any]) -> None:
@@ -198,4 +224,47 @@ def history(document: dict[str, Any]) -> None:
     table = Table("at", "event", "version", "by", "reason")
     for e in document["events"]:
         table.add_row(e["at"], e["kind"], e["version_id"] or "", e["actor"], e["reason"] or "")
+    console.print(table)
+
+
+def gate_doc(gate: Gate) -> dict[str, Any]:
+    return {
+        "schema": "tidegate.gate/v1",
+        "gate_id": gate.gate_id,
+        "model": gate.model,
+        "version_id": gate.version_id,
+        "seq": gate.report["seq"],
+        "passed": gate.passed,
+        "flaky": gate.flaky,
+        "created_at": gate.created_at,
+        "actor": gate.actor,
+        "inputs": gate.inputs,
+        "shadow_table": gate.report["shadow_table"],
+        "summary": gate.report["summary"],
+        "partitions": gate.report["partitions"],
+    }
+
+
+def gate(document: dict[str, Any]) -> None:
+    verdict = "passed" if document["passed"] else "FAILED"
+    flaky = " (flaky: an earlier gate on the same inputs disagreed)" if document["flaky"] else ""
+    console.print(
+        f"{document['model']} v{document['seq']}: gate {document['gate_id']} {verdict}{flaky} "
+        f"— {document['summary']}; output in {document['shadow_table']}"
+    )
+    table = Table("partition", "state", "rows", "checksum", "failed checks / reason")
+    for p in document["partitions"]:
+        failing = [f"{c['name']}: {c['message']}" for c in p["checks"] if not c["passed"]]
+        failing += [
+            f"reconciliation {r['name']}: {r['source_value']} vs {r['target_value']}"
+            for r in p["reconciliations"]
+            if not r["passed"]
+        ]
+        table.add_row(
+            p["partition"],
+            p["state"],
+            "" if p["rows"] is None else str(p["rows"]),
+            p["checksum"] or "",
+            "; ".join(failing) or p["reason"] or "",
+        )
     console.print(table)

@@ -304,9 +304,9 @@ class EngineContract:
     def test_one_profile_pass_measures_each_partition_like_its_rows_alone(
         self, ready: Engine
     ) -> None:
-        """Per day of `ts`: the checksum, every check (a key repeats only within a day: ids
-        1 and 4 twice on 2025-01-01 count, id 3 on two different days does not) and the aggregates equal
-        those of that day's rows staged alone."""
+        """Per day of `ts`: the checksum, every check and the aggregates equal those of that
+        day's rows staged alone. A key repeats only within a day: ids 1 and 4 twice on
+        2025-01-01 count, id 3 on two different days does not."""
         rows = [*self.MEASURED_ROWS, (3, "2025-01-01 05:00:00", "ok", "eu", 1, 1)]
         names = [c.name for c in self.MEASURED_COLUMNS]
         staging = self.fresh()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.faults.ledger import ledger_rows
-from tests.kit import Result, spawn, tidegate, warehouse_rows
+from tests.kit import FORCED, Result, spawn, tidegate, warehouse_rows
 from tidegate.domain.partitions import to_utc
 
 MODEL = "daily_revenue"
@@ -160,7 +160,7 @@ def edit_model(project: Path, old: str, new: str) -> str:
     assert built.exit_code == 0, built.stderr
     [entry] = [m for m in built.json()["models"] if m["model"] == MODEL]
     assert entry["created"] is True and entry["version_id"] != entry["active_version"], entry
-    deployed = tidegate("deploy", MODEL, "--project", project, "--json")
+    deployed = tidegate("deploy", MODEL, *FORCED, "--project", project, "--json")
     assert deployed.exit_code == 0, deployed.stderr
     assert deployed.json()["version_id"] == entry["version_id"]
     return str(entry["version_id"])

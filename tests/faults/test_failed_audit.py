@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.ledger import recomputed_checksum
-from tests.kit import assert_no_staging, tidegate, warehouse_rows
+from tests.kit import FORCED, assert_no_staging, tidegate, warehouse_rows
 
 MODEL = "daily_revenue"
 DAY = date(2025, 1, 2)
@@ -51,7 +51,7 @@ def _deploy_edited_model(project: Path, old: str, new: str) -> str:
     [entry] = [m for m in built.json()["models"] if m["model"] == MODEL]
     assert entry["created"] is True
     assert entry["change"] != "breaking", entry  # the contract (the header) did not change
-    deployed = tidegate("deploy", MODEL, "--project", project, "--json")
+    deployed = tidegate("deploy", MODEL, *FORCED, "--project", project, "--json")
     assert deployed.exit_code == 0, deployed.stderr
     assert deployed.json()["changed"] is True
     version_id: str = entry["version_id"]

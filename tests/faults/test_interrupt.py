@@ -17,6 +17,7 @@ from tests.faults.ledger import (
     wait_until,
 )
 from tests.kit import (
+    FORCED,
     assert_exactly_once,
     assert_no_staging,
     published_daily_revenue,
@@ -91,7 +92,7 @@ def test_ctrl_c_inside_a_warehouse_query_exits_130_and_closes_the_run(project: P
     slow = f"{window} AND (SELECT sum(hash(i)) FROM range(100000000) AS r(i)) IS NOT NULL"
     model.write_text(text.replace(window, slow))
     assert tidegate("build", "--project", project).exit_code == 0
-    deployed = tidegate("deploy", MODEL, "--project", project)
+    deployed = tidegate("deploy", MODEL, *FORCED, "--project", project)
     assert deployed.exit_code == 0, deployed.stderr
 
     last = date(2025, 1, 5)

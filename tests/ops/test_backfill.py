@@ -18,7 +18,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import tidegate
-from tests.kit import Result, spawn, state_dump, warehouse_dump, warehouse_rows
+from tests.kit import FORCED, Result, spawn, state_dump, warehouse_dump, warehouse_rows
 from tests.kit import tidegate as run_cli
 
 DAILY = Path("models/daily_revenue.sql")
@@ -93,7 +93,7 @@ def redeploy(project: Path, model: str = "daily_revenue") -> str:
     built = run_cli("build", "--json", "--project", project)
     assert built.exit_code == 0, built.stderr
     version = next(m for m in built.json()["models"] if m["model"] == model)["version_id"]
-    deployed = run_cli("deploy", model, "--version", version, "--project", project)
+    deployed = run_cli("deploy", model, "--version", version, *FORCED, "--project", project)
     assert deployed.exit_code == 0, deployed.stderr
     return str(version)
 

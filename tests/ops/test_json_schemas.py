@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 import tidegate
-from tests.kit import Result, example_project, spawn
+from tests.kit import FORCED, Result, example_project, spawn
 from tests.kit import tidegate as run_cli
 
 SCHEMAS = Path(tidegate.__file__).parent / "schemas"
@@ -40,6 +40,7 @@ PRODUCED = {
     "run skipped": "run-result",
     "run reading a model": "run-result",
     "build with a failing check": "build",
+    "validate failed": "gate",
     "deploy with a failing check": "deploy",
     "run failed check": "run-result",
     "status": "status",
@@ -60,6 +61,10 @@ PRODUCED = {
     "backfill stopped": "backfill-event",
     "show run backfill stopped": "run",
     "backfill list": "backfill-list",
+    "validate passed": "gate",
+    "rollback": "rollback",
+    "pause": "pause",
+    "unpause": "pause",
     "error": "error",
     "demo": "demo",
 }
@@ -161,7 +166,12 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("run reading a model", "run", "monthly_revenue", "--partition", "2025-02", *p)
     add_failing_check(project)
     out.cli("build with a failing check", "build", *p)
-    out.cli("deploy with a failing check", "deploy", "daily_revenue", *p)
+    out.cli(
+        "validate failed",
+        *("validate", "daily_revenue", "--partitions", "2025-03-01..2025-03-02", *p),
+        code=1,
+    )
+    out.cli("deploy with a failing check", "deploy", "daily_revenue", *FORCED, *p)
     failed = out.cli(
         "run failed check", "run", "daily_revenue", "--partition", "2025-03-03", *p, code=1
     )
@@ -175,6 +185,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("show run failed", "show", "run", failed[0]["run_id"], *p)
     out.cli("history", "history", "daily_revenue", *p)
     backfills(out, project, root / "backfills")
+    out.cli("validate passed", "validate", "daily_revenue", "--version", "v1", "--sample", "2", *p)
+    out.cli("rollback", "rollback", "daily_revenue", *p)
+    out.cli("pause", "pause", "daily_revenue", "--reason", "incident", *p)
+    out.cli("unpause", "unpause", "daily_revenue", *p)
     out.cli("error", "status", "no_such_model", *p, code=2)
     out.cli("demo", "demo", "--rows-per-day", "5")
     return out

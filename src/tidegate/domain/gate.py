@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tidegate.domain.model import ChangeKind, Version
+
 
 @dataclass(frozen=True)
 class Gate:
@@ -51,3 +53,45 @@ def is_flaky(earlier: Sequence[Gate], version_id: str, inputs: str, passed: bool
     return any(
         g.version_id == version_id and g.inputs == inputs and g.passed != passed for g in earlier
     )
+
+
+@dataclass(frozen=True)
+class DeployDecision:
+    allowed: bool
+    reason: str
+    gate_id: str | None = None
+
+
+def deploy_decision(
+    version: Version, active: str | None, gates: Sequence[Gate], downstream: Sequence[str]
+) -> DeployDecision:
+    """Whether `version` may become active: its newest gate must have passed. The first
+    version of a model needs none (nothing reads the model yet); a breaking change needs an
+    override whatever its gates say, because its readers break."""
+    label = f"{version.model} v{version.seq}"
+    if version.change is ChangeKind.BREAKING:
+        readers = ", ".join(downstream) or "none in this project"
+        return DeployDecision(
+            False,
+            f"{label} is a breaking change to the table's columns (downstream models: "
+            f"{readers}); deploy it with --force --reason TEXT once readers are ready",
+        )
+    if active is None:
+        return DeployDecision(True, f"first version of {version.model}: no gate required")
+    mine = [g for g in gates if g.version_id == version.version_id]
+    if not mine:
+        return DeployDecision(
+            False,
+            f"{label} has no validation gate; run `tidegate validate {version.model} "
+            f"--version v{version.seq}` first (or --force --reason TEXT)",
+        )
+    newest = mine[-1]
+    if not newest.passed:
+        return DeployDecision(
+            False,
+            f"{label}'s newest gate {newest.gate_id} failed; fix the model and validate again "
+            "(or --force --reason TEXT)",
+            newest.gate_id,
+        )
+    flaky = " (flaky: an earlier gate on the same inputs failed)" if newest.flaky else ""
+    return DeployDecision(True, f"gate {newest.gate_id} passed{flaky}", newest.gate_id)

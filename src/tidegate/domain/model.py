@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from tidegate.domain.partitions import Grain, PartitionKey, PartitionRange, parse_partition
+from tidegate.domain.partitions import (
+    Grain,
+    PartitionKey,
+    PartitionRange,
+    floor,
+    parse_partition,
+)
 
 
 class WriteMode(str, Enum):
@@ -90,6 +96,15 @@ class ModelSpec:
         first = self.first_partition()
         begin = first.start if first else end
         return PartitionRange(self.grain, begin, max(begin, end))
+
+    def latest_complete(self, now: int) -> PartitionRange:
+        """The newest partition whose period has ended by `now` (none before the start): what
+        a scheduler tick at `now` runs."""
+        end = floor(self.grain, now)
+        full = self.all_partitions_until(end)
+        if len(full) == 0:
+            return full
+        return PartitionRange(self.grain, max(full.start, floor(self.grain, end - 1)), end)
 
     def config(self) -> dict[str, Any]:
         """The declared settings that take part in the fingerprint, in a canonical shape."""

@@ -1,4 +1,5 @@
-"""Deploy: switch a model's active version, recorded with who, when and why."""
+"""Deploy, rollback, pause and unpause: which version of a model runs, recorded with who, when
+and why."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from dataclasses import dataclass
 
 from tidegate.domain.clock import stamp
 from tidegate.domain.errors import RefusedError, UsageError
+from tidegate.domain.gate import deploy_decision
+from tidegate.domain.graph import downstream_of
 from tidegate.domain.model import Version
+from tidegate.domain.partitions import to_epoch
 from tidegate.ops.context import Context
-from tidegate.ops.gates import deploy_gate
 from tidegate.state.base import Event
 
 
@@ -19,6 +22,8 @@ class Deployed:
     previous: str | None
     changed: bool
     forced: bool
+    gate: str
+    next_partition: str | None  # the partition the next scheduler tick runs with this version
 
 
 def resolve(ctx: Context, model: str, ref: str | None) -> Version:
@@ -43,26 +48,91 @@ def deploy(
     current = ctx.state.model_state(model)
     active = current.active_version if current else None
     if active == version.version_id:
-        return Deployed(model, version, active, changed=False, forced=False)
-    decision = deploy_gate(version)
+        return Deployed(model, version, active, False, False, "already active", _next(ctx, version))
+    readers = {name: spec.upstream for name, spec in ctx.project.models.items()}
+    decision = deploy_decision(
+        version, active, ctx.state.gates(model), downstream_of(readers, model)
+    )
     if not decision.allowed and not force:
         raise RefusedError(decision.reason)
-    ctx.state.activate(
-        model,
-        version.version_id,
-        stamp(ctx.clock),
-        Event(
-            kind="deploy",
-            actor=ctx.actor,
-            at=stamp(ctx.clock),
-            model=model,
-            version_id=version.version_id,
-            reason=reason,
-            detail={
-                "previous": active,
-                "forced": force and not decision.allowed,
-                "gate": decision.reason,
-            },
-        ),
+    forced = force and not decision.allowed
+    _activate(ctx, "deploy", version, active, reason, {"forced": forced, "gate": decision.reason})
+    return Deployed(model, version, active, True, forced, decision.reason, _next(ctx, version))
+
+
+def rollback(ctx: Context, model: str, ref: str | None, reason: str | None) -> Deployed:
+    """Make the previous (or a named, earlier deployed) version active again. Partitions the
+    rolled-back version wrote become stale: `backfill --stale-only` is the way forward."""
+    ctx.project.model(model)
+    current = ctx.state.model_state(model)
+    active = current.active_version if current else None
+    if active is None:
+        raise UsageError(f"model {model!r} was never deployed: nothing to roll back")
+    if ref is None:
+        if current is None or current.previous_version is None:
+            raise UsageError(f"model {model!r} has no previous version to roll back to")
+        target = ctx.state.get_version(current.previous_version)
+        assert target is not None, "the ledger keeps every version it activated"
+    else:
+        target = resolve(ctx, model, ref)
+        ran = {e.version_id for e in ctx.state.events(model) if e.kind in ("deploy", "rollback")}
+        if target.version_id not in ran:
+            raise UsageError(
+                f"{model} v{target.seq} was never deployed: roll back only to a version that "
+                "ran before (use `tidegate deploy` for a new one)"
+            )
+    if target.version_id == active:
+        raise UsageError(f"{model} v{target.seq} is already active")
+    _activate(ctx, "rollback", target, active, reason, {})
+    return Deployed(model, target, active, True, False, "rollback", _next(ctx, target))
+
+
+def pause(ctx: Context, model: str, reason: str | None) -> bool:
+    """Stop runs and new backfills of `model`. Returns whether anything changed."""
+    return _set_paused(ctx, model, True, reason)
+
+
+def unpause(ctx: Context, model: str, reason: str | None) -> bool:
+    return _set_paused(ctx, model, False, reason)
+
+
+def _set_paused(ctx: Context, model: str, paused: bool, reason: str | None) -> bool:
+    ctx.project.model(model)
+    current = ctx.state.model_state(model)
+    if bool(current and current.paused) == paused:
+        return False
+    event = Event(
+        kind="pause" if paused else "unpause",
+        actor=ctx.actor,
+        at=stamp(ctx.clock),
+        model=model,
+        reason=reason,
     )
-    return Deployed(model, version, active, changed=True, forced=force and not decision.allowed)
+    ctx.state.set_paused(model, paused, event)
+    return True
+
+
+def _activate(
+    ctx: Context,
+    kind: str,
+    version: Version,
+    previous: str | None,
+    reason: str | None,
+    detail: dict[str, object],
+) -> None:
+    at = stamp(ctx.clock)
+    event = Event(
+        kind=kind,
+        actor=ctx.actor,
+        at=at,
+        model=version.model,
+        version_id=version.version_id,
+        reason=reason,
+        detail={"previous": previous, "seq": version.seq, **detail},
+    )
+    ctx.state.activate(version.model, version.version_id, at, event)
+
+
+def _next(ctx: Context, version: Version) -> str | None:
+    due = version.spec.latest_complete(to_epoch(ctx.clock.now()))
+    return due.label(version.spec.keys) if len(due) else None

@@ -9,8 +9,8 @@ from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import new_run_id
-from tidegate.domain.model import ModelSpec, Version
-from tidegate.domain.partitions import PartitionRange, floor, parse_range, to_epoch
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import PartitionRange, parse_range, to_epoch
 from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
@@ -26,16 +26,6 @@ class RunResult:
     outcomes: tuple[Outcome, ...]
     reconciliation: Reconciliation
     notes: tuple[str, ...]
-
-
-def latest_complete(spec: ModelSpec, now: int) -> PartitionRange:
-    """The newest partition whose period has ended by `now` (nothing before the model's start)."""
-    end = floor(spec.grain, now)
-    full = spec.all_partitions_until(end)
-    if len(full) == 0:
-        return full
-    last_start = floor(spec.grain, end - 1)
-    return PartitionRange(spec.grain, max(full.start, last_start), end)
 
 
 def _plan(
@@ -66,7 +56,7 @@ def _plan(
             if first is not None and chosen.start < first.start:
                 raise UsageError(f"{name} starts at {spec.start}; {partition} is before it")
         else:
-            chosen = latest_complete(spec, to_epoch(ctx.clock.now()))
+            chosen = spec.latest_complete(to_epoch(ctx.clock.now()))
             if len(chosen) == 0:
                 notes.append(f"{name}: no partition due yet")
                 continue

@@ -18,10 +18,13 @@ from tidegate.domain.partitions import (
     PartitionKey,
     PartitionRange,
     parse_partition,
+    to_epoch,
     to_utc,
 )
+from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import PublishedPartition
 from tidegate.ops.context import Context
+from tidegate.state.base import ModelState
 
 
 def _spec(ctx: Context, model: str) -> tuple[ModelSpec, Version | None]:
@@ -79,6 +82,8 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             "active_version": _version_doc(active),
             "paused": bool(model_state and model_state.paused),
             "deployed_at": model_state.deployed_at if model_state else None,
+            "deploy": _deploy_doc(ctx, name, active, model_state),
+            "next_partition": _next_partition(ctx, active, model_state),
             "partitions": counts,
             "last_run": None
             if last is None
@@ -108,6 +113,32 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
     }
 
 
+def _deploy_doc(
+    ctx: Context, model: str, active: Version | None, state: ModelState | None
+) -> dict[str, Any] | None:
+    """A deploy is pending until a run publishes a partition with the deployed version."""
+    if active is None or state is None or state.deployed_at is None:
+        return None
+    run_id = ctx.state.confirming_run(model, active.version_id, state.deployed_at)
+    return {
+        "version": f"v{active.seq}",
+        "state": "confirmed" if run_id else "pending",
+        "confirmed_by_run": run_id,
+    }
+
+
+def _next_partition(
+    ctx: Context, active: Version | None, state: ModelState | None
+) -> dict[str, Any] | None:
+    """What the next scheduler tick runs, and with which version."""
+    if active is None or (state is not None and state.paused):
+        return None
+    due = active.spec.latest_complete(to_epoch(ctx.clock.now()))
+    if not len(due):
+        return None
+    return {"partition": due.label(active.spec.keys), "version": f"v{active.seq}"}
+
+
 def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
     spec, active = _spec(ctx, model)
     key = parse_partition(label, spec.grain, spec.keys)
@@ -124,7 +155,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
             "published_at": row.published_at,
             "rows": row.rows,
             "checksum": row.checksum,
-            "checks": [_check_doc(c) for c in ctx.state.checks(row.attempt_id)],
+            "checks": [check_doc(c) for c in ctx.state.checks(row.attempt_id)],
             "reconciliations": _reconciliation_docs(ctx, row.attempt_id),
             "inputs": [
                 {
@@ -155,7 +186,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
             "started_at": last.started_at,
             "ended_at": last.ended_at,
             "error": last.error,
-            "checks": [_check_doc(c) for c in ctx.state.checks(last.attempt_id)],
+            "checks": [check_doc(c) for c in ctx.state.checks(last.attempt_id)],
         },
     }
 
@@ -166,7 +197,7 @@ def _input_range(ctx: Context, upstream: str, kind: str, start: int, end: int) -
     return _range_label(_spec(ctx, upstream)[0], start, end)
 
 
-def _check_doc(check: Any) -> dict[str, Any]:
+def check_doc(check: Any) -> dict[str, Any]:
     doc = asdict(check)
     doc["severity"] = check.severity.value
     return doc
@@ -224,17 +255,18 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
     }
 
 
+def reconciliation_doc(result: ReconciliationResult) -> dict[str, Any]:
+    return {
+        "name": result.name,
+        "source_value": result.source_value,
+        "target_value": result.target_value,
+        "tolerance": result.tolerance,
+        "passed": result.passed,
+    }
+
+
 def _reconciliation_docs(ctx: Context, attempt_id: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": r.name,
-            "source_value": r.source_value,
-            "target_value": r.target_value,
-            "tolerance": r.tolerance,
-            "passed": r.passed,
-        }
-        for r in ctx.state.reconciliations(attempt_id)
-    ]
+    return [reconciliation_doc(r) for r in ctx.state.reconciliations(attempt_id)]
 
 
 def history(ctx: Context, model: str) -> dict[str, Any]:

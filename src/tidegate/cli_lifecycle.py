@@ -1,0 +1,146 @@
+"""`tidegate deploy | rollback | pause | unpause`: which version of a model runs, and whether."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tidegate.cli import common, emit, fail
+
+if TYPE_CHECKING:
+    from tidegate.ops.deploy import Deployed
+
+
+def _deployed_document(done: Deployed) -> dict[str, Any]:
+    v = done.version
+    return {
+        "schema": "tidegate.deploy/v1",
+        "model": done.model,
+        "version_id": v.version_id,
+        "seq": v.seq,
+        "previous_version": done.previous,
+        "changed": done.changed,
+        "forced": done.forced,
+        "gate": done.gate,
+        "next_partition": done.next_partition,
+    }
+
+
+def _deployed_message(done: Deployed, verb: str) -> str:
+    v = done.version
+    if not done.changed:
+        return f"{done.model}: v{v.seq} ({v.version_id}) was already active"
+    upcoming = (
+        f"the next run uses it, starting with partition {done.next_partition}"
+        if done.next_partition
+        else "the next run uses it"
+    )
+    override = " (gate overridden)" if done.forced else ""
+    return f"{done.model}: v{v.seq} ({v.version_id}) {verb}{override}; {done.gate}; {upcoming}"
+
+
+@click.command()
+@click.argument("model")
+@click.option(
+    "--version", "version_ref", default=None, help="vN or a version id (default: newest)."
+)
+@click.option("--force", is_flag=True, help="Deploy although the gate refuses; needs --reason.")
+@click.option("--reason", default=None, help="Why: kept by history.")
+@common
+def deploy(
+    ctx: Any, as_json: bool, model: str, version_ref: str | None, force: bool, reason: str | None
+) -> None:
+    """Make a version of MODEL the active one: its newest validation gate must have passed."""
+    from tidegate.ops.deploy import deploy as deploy_op
+
+    done = deploy_op(ctx, model, version_ref, force, reason)
+    emit(
+        as_json, _deployed_document(done), lambda: click.echo(_deployed_message(done, "is active"))
+    )
+
+
+@click.command()
+@click.argument("model")
+@click.option("--to", "version_ref", default=None, help="vN or a version id (default: previous).")
+@click.option("--reason", default=None, help="Why: kept by history.")
+@common
+def rollback(
+    ctx: Any, as_json: bool, model: str, version_ref: str | None, reason: str | None
+) -> None:
+    """Make the previous (or an earlier deployed) version of MODEL active again."""
+    from tidegate.ops.deploy import rollback as rollback_op
+
+    done = rollback_op(ctx, model, version_ref, reason)
+    emit(
+        as_json,
+        {**_deployed_document(done), "schema": "tidegate.rollback/v1"},
+        lambda: click.echo(
+            _deployed_message(done, "is active again")
+            + f"; partitions written by {done.previous} are stale (backfill --stale-only)"
+        ),
+    )
+
+
+def _pause_command(paused: bool) -> click.Command:
+    verb = "pause" if paused else "unpause"
+
+    @click.command(name=verb)
+    @click.argument("model")
+    @click.option("--reason", default=None, help="Why: kept by history.")
+    @common
+    def command(ctx: Any, as_json: bool, model: str, reason: str | None) -> None:
+        from tidegate.ops import deploy as ops
+
+        changed = (ops.pause if paused else ops.unpause)(ctx, model, reason)
+        if paused:
+            message = f"{model}: paused" if changed else f"{model}: already paused"
+        else:
+            message = f"{model}: unpaused" if changed else f"{model}: was not paused"
+        emit(
+            as_json,
+            {"schema": "tidegate.pause/v1", "model": model, "paused": paused, "changed": changed},
+            lambda: click.echo(message),
+        )
+
+    command.help = (
+        "Stop runs and new backfills of MODEL until it is unpaused."
+        if paused
+        else "Let runs and backfills of MODEL start again."
+    )
+    return command
+
+
+pause = _pause_command(True)
+unpause = _pause_command(False)
+
+
+@click.command()
+@click.argument("model")
+@click.option(
+    "--version", "version_ref", default=None, help="vN or a version id (default: newest)."
+)
+@click.option("--sample", "sample_size", type=int, default=None, help="Sample partitions (5).")
+@click.option("--partitions", default=None, help="Validate these partitions instead: START..END.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random sample.")
+@click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@common
+def validate(
+    ctx: Any,
+    as_json: bool,
+    model: str,
+    version_ref: str | None,
+    sample_size: int | None,
+    partitions: str | None,
+    seed: int,
+    wait: bool,
+) -> None:
+    """Run a version of MODEL on sample partitions into its shadow table and record a gate."""
+    from tidegate import render
+    from tidegate.ops.validate import validate as validate_op
+
+    gate = validate_op(ctx, model, version_ref, sample_size, partitions, seed)
+    document = render.gate_doc(gate)
+    emit(as_json, document, lambda: render.gate(document))
+    if not gate.passed:
+        fail(f"{model} v{gate.report['seq']}: gate {gate.gate_id} failed", 1, as_json=False)

@@ -1,0 +1,224 @@
+"""Validate: run a version on sample partitions into its shadow table, check, and record a gate.
+
+The shadow table (schema `_tidegate_shadow`, one table per version) is written with the same
+write–audit–publish path as a real run, but no reader of published tables looks there and the
+ledger's partitions are untouched: validating can never change what readers see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.domain.checks import CheckResult
+from tidegate.domain.clock import stamp
+from tidegate.domain.errors import UsageError
+from tidegate.domain.gate import Gate, inputs_digest, is_flaky, sample
+from tidegate.domain.ids import new_gate_id
+from tidegate.domain.model import ModelSpec, Version
+from tidegate.domain.partitions import PartitionKey, PartitionRange, floor, parse_range, to_epoch
+from tidegate.domain.reconciliation import ReconciliationResult
+from tidegate.engines.base import Engine, Target
+from tidegate.execution.executor import reading_of
+from tidegate.execution.inputs import read_inputs
+from tidegate.execution.session import WriterSession, writer_session
+from tidegate.execution.unit import Unit, compute
+from tidegate.ops.context import Context
+from tidegate.ops.deploy import resolve
+from tidegate.ops.status import check_doc, reconciliation_doc
+from tidegate.sql.statements import SHADOW_SCHEMA
+from tidegate.state.base import Event
+
+DEFAULT_SAMPLE = 5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What validating one partition found."""
+
+    label: str
+    state: str  # passed | failed | skipped
+    rows: int | None = None
+    checksum: str | None = None
+    reason: str | None = None
+    checks: tuple[CheckResult, ...] = ()
+    reconciliations: tuple[ReconciliationResult, ...] = ()
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "partition": self.label,
+            "state": self.state,
+            "rows": self.rows,
+            "checksum": self.checksum,
+            "reason": self.reason,
+            "checks": [check_doc(c) for c in self.checks],
+            "reconciliations": [reconciliation_doc(r) for r in self.reconciliations],
+        }
+
+
+def shadow_table(version: Version) -> str:
+    return f"{version.model}__v{version.seq}"
+
+
+def validate(
+    ctx: Context,
+    model: str,
+    ref: str | None,
+    sample_size: int | None,
+    partitions: str | None,
+    seed: int,
+) -> Gate:
+    version = resolve(ctx, model, ref)
+    spec = version.spec
+    if sample_size is not None and sample_size < 1:
+        raise UsageError("--sample must be at least 1")
+    chosen = _choose(ctx, spec, partitions, sample_size or DEFAULT_SAMPLE, seed)
+    if not chosen:
+        raise UsageError(
+            f"{model} has no complete partition to validate yet; name some with --partitions"
+        )
+    gate_id = new_gate_id()
+    with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        verdicts, fingerprints = [], []
+        for partition in chosen:
+            verdict, read = _validate_partition(session, version, partition, gate_id)
+            verdicts.append(verdict)
+            fingerprints += [(verdict.label, name, fp) for name, fp in read]
+    ran = [v for v in verdicts if v.state != "skipped"]
+    passed = bool(ran) and all(v.state == "passed" for v in ran)
+    inputs = inputs_digest(fingerprints)
+    earlier = ctx.state.gates(model)
+    gate = Gate(
+        gate_id=gate_id,
+        model=model,
+        version_id=version.version_id,
+        passed=passed,
+        flaky=is_flaky(earlier, version.version_id, inputs, passed),
+        inputs=inputs,
+        partitions=tuple(v.label for v in verdicts),
+        report={
+            "seq": version.seq,
+            "shadow_table": f"{SHADOW_SCHEMA}.{shadow_table(version)}",
+            "sample": {"size": sample_size, "seed": seed, "requested": partitions},
+            "partitions": [v.document() for v in verdicts],
+            "summary": _summary(verdicts),
+        },
+        actor=ctx.actor,
+        created_at=stamp(ctx.clock),
+    )
+    ctx.state.record_gate(
+        gate,
+        Event(
+            kind="gate",
+            actor=gate.actor,
+            at=gate.created_at,
+            model=model,
+            version_id=version.version_id,
+            reason=gate.report["summary"],
+            detail={"gate_id": gate_id, "passed": passed, "flaky": gate.flaky},
+        ),
+    )
+    return gate
+
+
+def _choose(
+    ctx: Context, spec: ModelSpec, partitions: str | None, size: int, seed: int
+) -> list[PartitionKey]:
+    """The named partitions; otherwise a sample of those the active version published (what
+    the new version's output is compared with), or of every complete partition while there are
+    none."""
+    if partitions is not None:
+        chosen = parse_range(partitions, spec.grain, spec.keys)
+        first = spec.first_partition()
+        if first is not None and chosen.start < first.start:
+            raise UsageError(f"{spec.name} starts at {spec.start}; {partitions} is before it")
+        return list(chosen)
+    complete = spec.all_partitions_until(floor(spec.grain, to_epoch(ctx.clock.now())))
+    active = ctx.state.active_version(spec.name)
+    published = (
+        ctx.state.published_intervals(spec.name, complete.start, complete.end, active.version_id)
+        if active
+        else []
+    )
+    candidates = (
+        [k.start for s, e in published for k in PartitionRange(spec.grain, s, e)]
+        if published
+        else [k.start for k in complete]
+    )
+    if not candidates:
+        return []
+    by_start = {k.start: k for k in complete}
+    return [by_start[start] for start in sample(candidates, size, seed)]
+
+
+def _validate_partition(
+    session: WriterSession, version: Version, partition: PartitionKey, gate_id: str
+) -> tuple[Verdict, list[tuple[str, str | None]]]:
+    """Stage, audit and (unless the contract failed) write one partition into the shadow
+    table. Returns the verdict and the fingerprints of the inputs it read."""
+    spec = version.spec
+    label = partition.label(spec.keys)
+    engine, sources = session.engine, session.project.sources
+    window = PartitionRange(spec.grain, partition.start, partition.end)
+    plan = read_inputs(
+        engine, session.state, spec, sources, session.active_spec, window, [partition]
+    )
+    read = [(i.upstream, i.fingerprint) for i in plan.inputs.get(partition.start, [])]
+    if partition.start in plan.missing:
+        return Verdict(label, "skipped", reason=plan.missing[partition.start]), read
+    unit = Unit(
+        window,
+        (partition,),
+        {partition.start: gate_id},
+        0,
+        {partition.start: plan.source_values.get(partition.start, {})},
+    )
+    staging = f"{spec.name}__validate"
+    computed = compute(
+        engine,
+        version,
+        unit,
+        reading_of(spec, sources, session.active_spec),
+        lambda _: None,
+        staging,
+    )
+    checks = tuple(computed.checks.get(partition.start, ()))
+    reconciliations = tuple(computed.reconciliations.get(partition.start, ()))
+    if computed.error is not None or not computed.checksums:
+        engine.drop_staging(staging)
+        reason = computed.error or "; ".join(computed.problems(partition.start))
+        return Verdict(label, "failed", reason=reason, checks=checks), read
+    _write_shadow(engine, version, staging, unit)
+    checksum = computed.checksums[partition.start]
+    problems = computed.problems(partition.start)
+    return (
+        Verdict(
+            label,
+            "failed" if problems else "passed",
+            checksum.rows,
+            str(checksum),
+            "; ".join(problems) or None,
+            checks,
+            reconciliations,
+        ),
+        read,
+    )
+
+
+def _write_shadow(engine: Engine, version: Version, staging: str, unit: Unit) -> None:
+    spec = version.spec
+    target = Target(
+        shadow_table(version),
+        spec.columns,
+        spec.partition_column,
+        bool(spec.keys),
+        schema=SHADOW_SCHEMA,
+    )
+    engine.publish(target, staging, unit.bounds(spec), [])
+
+
+def _summary(verdicts: list[Verdict]) -> str:
+    counts = {state: sum(v.state == state for v in verdicts) for state in ("passed", "failed")}
+    skipped = sum(v.state == "skipped" for v in verdicts)
+    text = f"{counts['passed']} passed, {counts['failed']} failed"
+    return text + (f", {skipped} skipped (inputs missing)" if skipped else "")
