@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from tests.engines.contract import DAY1_ROWS, EVENT_COLUMNS, EngineContract, select_rows
-from tests.kit import tidegate
+from tests.kit import FORCED, tidegate
 from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
 from tidegate.domain.errors import BusyError
@@ -215,7 +215,7 @@ def test_an_engine_error_while_reading_inputs_fails_the_attempt_and_ends_the_run
         config.read_text().replace('time_column = "order_ts"', 'time_column = "created_at"')
     )
     assert tidegate("build", "--project", project).exit_code == 0
-    assert tidegate("deploy", "daily_revenue", "--project", project).exit_code == 0
+    assert tidegate("deploy", "daily_revenue", *FORCED, "--project", project).exit_code == 0
     result = tidegate("run", "daily_revenue", "--partition", "2025-01-01", "--project", project)
     assert result.exit_code == 1
     assert len(result.stderr.strip().splitlines()) == 1

@@ -30,10 +30,13 @@ def orders_snapshot(project: Path) -> list[tuple[object, ...]]:
     )
 
 
-def build_and_deploy(project: Path, model: str) -> None:
+def build_and_deploy(project: Path, model: str, validate_on: str | None = None) -> None:
     built = tidegate("build", "--project", project, "--json")
     assert built.exit_code == 0, built.stderr
     assert model in {m["model"] for m in built.json()["models"]}
+    if validate_on is not None:
+        gate = tidegate("validate", model, "--partitions", validate_on, "--project", project)
+        assert gate.exit_code == 0, gate.stderr
     deployed = tidegate("deploy", model, "--project", project)
     assert deployed.exit_code == 0, deployed.stderr
 
@@ -108,7 +111,7 @@ def test_a_hostile_accepted_value_is_a_literal(project: Path) -> None:
     assert widened != text
     path.write_text(widened)
     before = orders_snapshot(project)
-    build_and_deploy(project, "daily_revenue")
+    build_and_deploy(project, "daily_revenue", validate_on="2025-01-01")
     result = tidegate("run", "daily_revenue", "--partition", "2025-01-01", "--project", project)
     assert result.exit_code == 0, result.stderr
     assert orders_snapshot(project) == before
