@@ -317,23 +317,29 @@ class StateStoreContract:
         self, with_versions: StateStore
     ) -> None:
         store = with_versions
+
+        def published(attempt_id: str, run_id: str, version_id: str, started_at: str) -> None:
+            store.create_attempt(
+                replace(attempt(attempt_id, run_id, 0, version_id), started_at=started_at)
+            )
+            for state in FORWARD:
+                store.move_attempt(attempt_id, state, started_at, rows=1, checksum="1:01")
+            store.publish(attempt_id, started_at)
+
         store.create_run(run(RUN_A))
         store.create_run(run(RUN_B))
-        store.create_attempt(attempt("att-old", RUN_A, day=0, version_id=V1.version_id))
-        store.create_attempt(
-            replace(attempt("att-new", RUN_B, day=1, version_id=V2.version_id), started_at=LATER)
-        )
-        for attempt_id in ("att-old", "att-new"):
-            store.move_attempts([(attempt_id, None, None, None)], AttemptState.RUNNING, LATER)
-            store.move_attempts([(attempt_id, None, None, None)], AttemptState.STAGED, LATER)
-            store.move_attempt(attempt_id, AttemptState.AUDITED, LATER, rows=1, checksum="1:01")
-        assert store.confirming_run("daily_revenue", V2.version_id, AT) is None
-        store.publish("att-new", LATER)
-        store.publish("att-old", LATER)
-        assert store.confirming_run("daily_revenue", V2.version_id, AT) == RUN_B
-        # published before the deploy: not a confirmation of it
-        assert store.confirming_run("daily_revenue", V1.version_id, LATER) is None
-        assert store.confirming_run("daily_revenue", V1.version_id, AT) == RUN_A
+        assert store.confirming_run("daily_revenue") is None
+        published("att-v1-before", RUN_A, V1.version_id, LATER)
+        store.activate("daily_revenue", V1.version_id, AT, deploy_event(V1.version_id))
+        # published before the deploy, though stamped later: not a confirmation of it
+        assert store.confirming_run("daily_revenue") is None
+        published("att-v2", RUN_A, V2.version_id, LATER)
+        assert store.confirming_run("daily_revenue") is None  # another version
+        # a backdated run (stamped before the deploy) still confirms it: ledger order counts
+        published("att-v1-after", RUN_B, V1.version_id, "2024-01-01T00:00:00.000000+00:00")
+        assert store.confirming_run("daily_revenue") == RUN_B
+        store.activate("daily_revenue", V2.version_id, LATER, deploy_event(V2.version_id))
+        assert store.confirming_run("daily_revenue") is None
 
     # runs --------------------------------------------------------------------------------------
 

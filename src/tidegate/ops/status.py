@@ -119,7 +119,7 @@ def _deploy_doc(
     """A deploy is pending until a run publishes a partition with the deployed version."""
     if active is None or state is None or state.deployed_at is None:
         return None
-    run_id = ctx.state.confirming_run(model, active.version_id, state.deployed_at)
+    run_id = ctx.state.confirming_run(model)
     return {
         "version": f"v{active.seq}",
         "state": "confirmed" if run_id else "pending",

@@ -74,9 +74,10 @@ class StateStore(Protocol):
     def set_paused(self, model: str, paused: bool, event: Event) -> None:
         """Pause or unpause `model` (runs and new backfills refuse it) and record the event."""
 
-    def confirming_run(self, model: str, version_id: str, since: str) -> str | None:
-        """The first run that published a partition of `model` with `version_id` after `since`:
-        the run that confirmed a deploy."""
+    def confirming_run(self, model: str) -> str | None:
+        """The first run that published a partition of `model` with its active version after
+        that version was deployed: the run that confirmed the deploy. Ordered by the ledger,
+        not by clocks (a run may be backdated)."""
 
     # gates
     def record_gate(self, gate: Gate, event: Event) -> None:

@@ -86,11 +86,13 @@ class VersionTables(SQLiteTables):
     def activate(self, model: str, version_id: str, at: str, event: Event) -> None:
         with self._tx() as con:
             con.execute(
-                "INSERT INTO model_state (model, active_version, deployed_at) VALUES (?, ?, ?) "
+                "INSERT INTO model_state (model, active_version, deployed_at, deploy_mark) "
+                "VALUES (?, ?, ?, (SELECT coalesce(max(rowid), 0) FROM attempts)) "
                 "ON CONFLICT (model) DO UPDATE SET previous_version = CASE "
                 "WHEN model_state.active_version = excluded.active_version "
                 "THEN model_state.previous_version ELSE model_state.active_version END, "
-                "active_version = excluded.active_version, deployed_at = excluded.deployed_at",
+                "active_version = excluded.active_version, deployed_at = excluded.deployed_at, "
+                "deploy_mark = excluded.deploy_mark",
                 (model, version_id, at),
             )
             self._insert_event(con, event)
@@ -104,12 +106,15 @@ class VersionTables(SQLiteTables):
             )
             self._insert_event(con, event)
 
-    def confirming_run(self, model: str, version_id: str, since: str) -> str | None:
-        """The first run that published a partition of `model` with `version_id` after `since`."""
+    def confirming_run(self, model: str) -> str | None:
         row = self._one(
-            "SELECT run_id FROM attempts WHERE model = ? AND version_id = ? "
-            "AND state = 'published' AND started_at >= ? ORDER BY ended_at LIMIT 1",
-            (model, version_id, since),
+            "SELECT attempts.run_id FROM model_state JOIN attempts "
+            "ON attempts.model = model_state.model "
+            "AND attempts.version_id = model_state.active_version "
+            "AND attempts.rowid > coalesce(model_state.deploy_mark, 0) "
+            "WHERE model_state.model = ? AND attempts.state = 'published' "
+            "ORDER BY attempts.rowid LIMIT 1",
+            (model,),
         )
         return str(row[0]) if row else None
 
