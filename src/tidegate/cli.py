@@ -254,6 +254,9 @@ def _register() -> None:
 
     for command in (validate, deploy, rollback, pause, unpause, backfill):
         cli.add_command(command)
+    from tidegate.cli_diff import diff
+
+    cli.add_command(diff)
 
 
 _register()

@@ -242,6 +242,7 @@ def gate_doc(gate: Gate) -> dict[str, Any]:
         "shadow_table": gate.report["shadow_table"],
         "summary": gate.report["summary"],
         "partitions": gate.report["partitions"],
+        "diff": gate.report["diff"],
     }
 
 
@@ -252,7 +253,11 @@ def gate(document: dict[str, Any]) -> None:
         f"{document['model']} v{document['seq']}: gate {document['gate_id']} {verdict}{flaky} "
         f"— {document['summary']}; output in {document['shadow_table']}"
     )
+    compared = document["diff"]
+    against = {d["partition"]: d for d in compared["partitions"]} if compared else {}
     table = Table("partition", "state", "rows", "checksum", "failed checks / reason")
+    if compared:
+        table.add_column(f"vs {compared['against']}")
     for p in document["partitions"]:
         failing = [f"{c['name']}: {c['message']}" for c in p["checks"] if not c["passed"]]
         failing += [
@@ -260,11 +265,36 @@ def gate(document: dict[str, Any]) -> None:
             for r in p["reconciliations"]
             if not r["passed"]
         ]
-        table.add_row(
+        row = [
             p["partition"],
             p["state"],
             "" if p["rows"] is None else str(p["rows"]),
             p["checksum"] or "",
             "; ".join(failing) or p["reason"] or "",
-        )
+        ]
+        if compared:
+            row.append(_compared(against.get(p["partition"])))
+        table.add_row(*row)
     console.print(table)
+    if compared and (compared["columns"]["only_left"] or compared["columns"]["only_right"]):
+        console.print(
+            f"columns only in {compared['against']}: "
+            f"{', '.join(compared['columns']['only_left']) or '-'}; only in "
+            f"v{document['seq']}: {', '.join(compared['columns']['only_right']) or '-'}"
+        )
+
+
+def _compared(found: dict[str, Any] | None) -> str:
+    if found is None:
+        return ""
+    if found["agree"] is None:
+        return str(found["note"])
+    if found["agree"]:
+        return "same"
+    s = found["summary"]
+    keys = [
+        f"{s[k]} {k.removeprefix('keys_').replace('_', ' ')}"
+        for k in ("keys_only_left", "keys_only_right", "keys_changed")
+        if s.get(k)
+    ]
+    return "differs" + (f": {', '.join(keys)} key(s)" if keys else "")

@@ -273,6 +273,16 @@ class EngineContract:
             ("partition_bounds", {"column": "ts", "keyed": False}, "DAY1", 3),
             ("partition_bounds", {"column": "region", "keyed": True}, {"key": "eu"}, 2),
             ("partition_bounds", {"column": "region", "keyed": True}, {"key": "us"}, 7),
+            # NULLs (null_ratio is judged from this and the row count)
+            ("null_ratio", {"column": "status"}, {}, 1),
+            ("null_ratio", {"column": "ts"}, {}, 1),
+            ("null_ratio", {"column": "b"}, {}, 0),
+            # distinct non-NULL values; a tuple with a NULL part is not counted
+            ("distinct_count", {"columns": ["status"]}, {}, 3),
+            ("distinct_count", {"columns": ["region", "status"]}, {}, 2),
+            ("distinct_count", {"columns": ["id", "region"]}, {}, 4),
+            # the newest value, in whole epoch seconds (2025-01-02 00:00:00 UTC)
+            ("freshness", {"column": "ts", "max_age": "1h"}, {}, 1735776000),
         ],
     )
     def test_measure(
@@ -299,6 +309,14 @@ class EngineContract:
             "known", "accepted_values", Severity.BLOCKING, {"column": "status", "values": ["ok"]}
         ),
         CheckSpec("ordered", "expression", Severity.BLOCKING, {"expression": "a <= b"}),
+        CheckSpec("status_nulls", "null_ratio", Severity.WARN, {"column": "status", "max": 0.1}),
+        CheckSpec(
+            "pairs",
+            "distinct_count",
+            Severity.BLOCKING,
+            {"columns": ["region", "status"], "min": 1},
+        ),
+        CheckSpec("fresh", "freshness", Severity.BLOCKING, {"column": "ts", "max_age": "1h"}),
     )
 
     def test_one_profile_pass_measures_each_partition_like_its_rows_alone(
@@ -325,7 +343,7 @@ class EngineContract:
             found = profiles[day]
             assert found.checksum == ready.checksum(part, names), day
             expected = tuple(ready.measure(c, part, {}) for c in self.PROFILED_CHECKS)
-            assert found.violations == expected, day
+            assert found.measured == expected, day
             total = (
                 sum(r[4] for r in alone if r[4] is not None)
                 if any(r[4] is not None for r in alone)
@@ -335,9 +353,86 @@ class EngineContract:
                 None if total is None else str(total),
                 str(sum(1 for r in alone if r[5] is not None)),
             ), day
-        # the day with two repeated ids really has them (the test can fail)
+        # the day with two repeated ids really has them (the test can fail), and the values of
+        # the other kinds differ from day to day
         first_day = parse_partition("2025-01-01", Grain.DAY).start
-        assert profiles[first_day].violations[2] == 2
+        second_day = parse_partition("2025-01-02", Grain.DAY).start
+        assert profiles[first_day].measured[2] == 2
+        assert profiles[first_day].measured[-3:] == (0, 2, 1735775999)
+        assert profiles[second_day].measured[-3:] == (1, 0, 1735776000)
+        assert profiles[None].measured[-1] is None
+
+    def test_a_check_measured_on_no_rows(self, ready: Engine) -> None:
+        """An empty table: no NULLs, no distinct values, and no newest value at all."""
+        staging = self.fresh()
+        ready.stage(staging, select_rows([]), {})
+        assert self.measure(ready, staging, "null_ratio", column="kind") == 0
+        assert self.measure(ready, staging, "distinct_count", columns=["kind"]) == 0
+        assert self.measure(ready, staging, "freshness", column="ts", max_age="1h") is None
+
+    # query checks ------------------------------------------------------------------------------
+
+    QUERY_ROWS = (
+        # id, ts, status, region, a, b
+        (1, "2025-01-01 00:00:00", "ok", "eu", 1, 2),
+        (2, "2025-01-01 05:00:00", "late", "eu", 5, 4),
+        (3, "2025-01-01 23:59:59", "late", "us", 9, 1),
+        (4, "2025-01-02 00:00:00", "ok", "us", 7, 1),
+        (5, "2025-01-02 10:00:00", "ok", "eu", 1, 1),
+        (6, None, "late", "eu", 3, 2),
+    )
+
+    def query_check(self, sql: str) -> CheckSpec:
+        return CheckSpec("q", "query", Severity.BLOCKING, {"sql": sql})
+
+    @pytest.mark.parametrize(
+        ("sql", "tables"),
+        [
+            ("SELECT * FROM this WHERE a > b", {}),
+            ("SELECT t.ts, t.id FROM this AS t WHERE t.status = 'late'", {}),
+            # `ref` names a published table: only ids 1 and 4 are in it
+            (
+                "SELECT this.ts FROM this JOIN ref AS r ON r.id = this.id "
+                "UNION ALL SELECT ts FROM this WHERE a = b",
+                {"ref": "events"},
+            ),
+        ],
+    )
+    def test_a_query_check_counts_each_partition_like_its_rows_alone(
+        self, ready: Engine, sql: str, tables: dict[str, str]
+    ) -> None:
+        self.publish_rows(ready, [DAY1_ROWS[0], (4, "2025-01-01 01:00:00", "x", "1.00")], DAY1)
+        staging = self.fresh()
+        ready.stage(staging, select_rows(self.QUERY_ROWS, self.MEASURED_COLUMNS), {})
+        check = self.query_check(sql)
+        per_day = ready.measure_query(check, staging, tables, "ts", "day")
+        days: dict[int | None, list[Row]] = {}
+        for row in self.QUERY_ROWS:
+            day = None if row[1] is None else parse_partition(row[1][:10], Grain.DAY).start
+            days.setdefault(day, []).append(row)
+        alone: dict[int | None, int] = {}
+        for day, rows in days.items():
+            part = self.fresh()
+            ready.stage(part, select_rows(rows, self.MEASURED_COLUMNS), {})
+            alone[day] = ready.measure_query(check, part, tables, "ts", None)[None]
+        assert per_day == {day: n for day, n in alone.items() if n}
+        # the query really found rows, on more than one day (the test can fail)
+        assert len(per_day) >= 2
+        assert (
+            sum(per_day.values()) == ready.measure_query(check, staging, tables, "ts", None)[None]
+        )
+
+    def test_a_query_check_names_are_identifiers_not_text(self, ready: Engine) -> None:
+        """A mapped table name is quoted as one identifier: a hostile one names a table that
+        does not exist, and nothing else runs."""
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        staging = self.fresh()
+        ready.stage(staging, select_rows(self.QUERY_ROWS, self.MEASURED_COLUMNS), {})
+        check = self.query_check("SELECT ts FROM this WHERE id IN (SELECT id FROM other)")
+        hostile = {"other": 'events"; DROP TABLE events; --'}
+        with pytest.raises(EngineError):
+            ready.measure_query(check, staging, hostile, "ts", None)
+        assert self.table_content(ready) == self.rows_content(ready, DAY1_ROWS)
 
     def test_measure_of_a_broken_expression_is_an_engine_error(self, ready: Engine) -> None:
         staging = self.fresh()

@@ -125,6 +125,156 @@ FROM revenue_report
 WHERE month >= $start AND month < $end
 """
 
+KEY_MODEL = """/* tidegate
+grain = "key"
+key_column = "status"
+keys = ["completed", "shipped"]
+
+[columns]
+status = "VARCHAR NOT NULL"
+order_count = "BIGINT NOT NULL"
+
+[[checks]]
+type = "row_count"
+relative_to = "previous"
+max_ratio = 2.0
+*/
+SELECT status, count(*) AS order_count FROM orders WHERE status = $key GROUP BY status
+"""
+
+
+def add_check(toml: str) -> Mutation:
+    """Declare one more check in daily_revenue (its fourth: checks[3])."""
+    return edit(
+        DAILY, "# Reconciled per partition", f"[[checks]]\n{toml}\n# Reconciled per partition"
+    )
+
+
+def query_check(sql: str) -> Mutation:
+    return add_check(f'type = "query"\nsql = "{sql}"\n')
+
+
+CHECK_CASES: dict[str, Bad] = {
+    "null ratio above 1": Bad(
+        add_check('type = "null_ratio"\ncolumn = "status"\nmax = 1.5\n'), DAILY, "max = 1.5", "max"
+    ),
+    "relative row_count without a ratio": Bad(
+        add_check('type = "row_count"\nrelative_to = "previous"\n'),
+        DAILY,
+        'relative_to = "previous"',
+        "min_ratio or max_ratio",
+    ),
+    "relative row_count with an absolute min": Bad(
+        add_check('type = "row_count"\nrelative_to = "previous"\nmin = 5\nmin_ratio = 0.5\n'),
+        DAILY,
+        "min = 5",
+        "min",
+    ),
+    "ratio of zero": Bad(
+        add_check('type = "row_count"\nrelative_to = "previous"\nmin_ratio = 0\n'),
+        DAILY,
+        "min_ratio = 0",
+        "min_ratio must be above 0",
+    ),
+    "min_ratio above max_ratio": Bad(
+        add_check(
+            'type = "row_count"\nrelative_to = "previous"\nmin_ratio = 2.0\nmax_ratio = 1.5\n'
+        ),
+        DAILY,
+        "min_ratio = 2.0",
+        "min_ratio is above max_ratio",
+    ),
+    "ratio without relative_to": Bad(
+        add_check('type = "row_count"\nmax_ratio = 2\n'), DAILY, "max_ratio = 2", "relative_to"
+    ),
+    "relative to a source the model does not read": Bad(
+        add_check(
+            'type = "row_count"\nrelative_to = "source"\nsource = "payments"\nmin_ratio = 0.1\n'
+        ),
+        DAILY,
+        'source = "payments"',
+        "payments",
+    ),
+    "relative to a source without naming it": Bad(
+        add_check('type = "row_count"\nrelative_to = "source"\nmin_ratio = 0.1\n'),
+        DAILY,
+        'relative_to = "source"',
+        "source = NAME",
+    ),
+    "relative to the previous key": Bad(
+        write("models/by_status.sql", KEY_MODEL),
+        "models/by_status.sql",
+        'relative_to = "previous"',
+        "time grain",
+    ),
+    "freshness of a number": Bad(
+        add_check('type = "freshness"\ncolumn = "order_count"\nmax_age = "2d"\n'),
+        DAILY,
+        'column = "order_count"',
+        "BIGINT",
+    ),
+    "freshness max_age that is not a duration": Bad(
+        add_check('type = "freshness"\ncolumn = "order_date"\nmax_age = "soon"\n'),
+        DAILY,
+        'max_age = "soon"',
+        "max_age",
+    ),
+    "distinct_count without bounds": Bad(
+        add_check('type = "distinct_count"\ncolumns = ["status"]\n'),
+        DAILY,
+        'type = "distinct_count"',
+        "min or max",
+    ),
+    "distinct_count min above max": Bad(
+        add_check('type = "distinct_count"\ncolumns = ["status"]\nmin = 5\nmax = 2\n'),
+        DAILY,
+        "min = 5",
+        "min is above max",
+    ),
+    "distinct_count of an unknown column": Bad(
+        add_check('type = "distinct_count"\ncolumns = ["status", "region"]\nmax = 2\n'),
+        DAILY,
+        'columns = ["status", "region"]',
+        "region",
+    ),
+    "query check that writes": Bad(
+        query_check("DELETE FROM this"), DAILY, 'sql = "DELETE FROM this"', "must be a SELECT"
+    ),
+    "query check with two statements": Bad(
+        query_check("SELECT order_date FROM this; SELECT 1"), DAILY, "; SELECT 1", "2 statements"
+    ),
+    "query check that does not parse": Bad(
+        query_check("SELECT order_date FROM this WHERE"), DAILY, "FROM this WHERE", "parse"
+    ),
+    "query check reading an unknown table": Bad(
+        query_check("SELECT t.order_date FROM this AS t JOIN customers AS c ON c.id = t.status"),
+        DAILY,
+        "JOIN customers",
+        "customers",
+    ),
+    "query check reading a model the model does not read": Bad(
+        query_check("SELECT month AS order_date FROM monthly_revenue"),
+        DAILY,
+        "FROM monthly_revenue",
+        "'monthly_revenue'",
+    ),
+    "query check reading a file": Bad(
+        query_check("SELECT * FROM read_csv('/etc/passwd')"), DAILY, "read_csv", "not a table"
+    ),
+    "query check without the partition column": Bad(
+        query_check("SELECT status FROM this WHERE order_count < 0"),
+        DAILY,
+        "WHERE order_count < 0",
+        "'order_date'",
+    ),
+    "query check with a parameter": Bad(
+        query_check("SELECT order_date FROM this WHERE order_date >= $start"),
+        DAILY,
+        "order_date >= $start",
+        "$parameters",
+    ),
+}
+
 CASES: dict[str, Bad] = {
     "unknown header key": Bad(
         edit(DAILY, "schedule = ", 'colour = "red"\nschedule = '), DAILY, 'colour = "red"', "colour"
@@ -250,6 +400,7 @@ CASES: dict[str, Bad] = {
         "[sources.orders",
         None,
     ),
+    **CHECK_CASES,
 }
 
 

@@ -41,6 +41,7 @@ PRODUCED = {
     "run reading a model": "run-result",
     "build with a failing check": "build",
     "validate failed": "gate",
+    "diff": "diff",
     "deploy with a failing check": "deploy",
     "run failed check": "run-result",
     "status": "status",
@@ -171,6 +172,11 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
         *("validate", "daily_revenue", "--partitions", "2025-03-01..2025-03-02", *p),
         code=1,
     )
+    out.cli(
+        "diff",
+        *("diff", "daily_revenue", "--left", "v1", "--right", "v2"),
+        *("--partitions", "2025-03-01..2025-03-02", *p),
+    )
     out.cli("deploy with a failing check", "deploy", "daily_revenue", *FORCED, *p)
     failed = out.cli(
         "run failed check", "run", "daily_revenue", "--partition", "2025-03-03", *p, code=1
@@ -293,6 +299,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "build",
         "deploy",
         "gate",
+        "diff",
         "rollback",
         "pause",
         "history",

@@ -12,6 +12,7 @@ VIOLATION_PARAMS = {
     "unique": {"columns": ["a", "b"]},
     "accepted_values": {"column": "a", "values": ["x", "y"]},
     "expression": {"expression": "a <= b"},
+    "query": {"sql": "SELECT d FROM this WHERE a > b"},
     "partition_bounds": {"column": "d", "keyed": False},
 }
 
@@ -22,7 +23,10 @@ def spec(kind: str, severity: Severity = Severity.BLOCKING, **params: object) ->
 
 def test_kinds() -> None:
     assert set(VIOLATION_PARAMS) == VIOLATION_KINDS
-    assert VIOLATION_KINDS | {"row_count", "contract"} == CHECK_KINDS
+    assert (
+        VIOLATION_KINDS | {"row_count", "null_ratio", "distinct_count", "freshness", "contract"}
+        == CHECK_KINDS
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(VIOLATION_KINDS))
@@ -77,7 +81,7 @@ def test_unknown_and_contract_kinds_are_not_judged_from_a_number() -> None:
     with pytest.raises(ValueError, match="no judgment for check kind 'contract'"):
         judge(CheckSpec("contract", "contract", Severity.BLOCKING), 0)
     with pytest.raises(ValueError, match="no judgment"):
-        judge(CheckSpec("x", "freshness", Severity.BLOCKING), 0)
+        judge(CheckSpec("x", "no_such_kind", Severity.BLOCKING), 0)
 
 
 def test_contract_result() -> None:

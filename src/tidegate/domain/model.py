@@ -185,3 +185,8 @@ class Version:
     @property
     def label(self) -> str:
         return f"v{self.seq} ({self.version_id})"
+
+    @property
+    def shadow_table(self) -> str:
+        """Where validating this version writes its output (in the shadow schema)."""
+        return f"{self.model}__v{self.seq}"

@@ -40,7 +40,9 @@ class PartitionProfile:
     """What one pass over a partition's rows measured."""
 
     checksum: Checksum
-    violations: tuple[int, ...] = ()
+    # one per check: violating rows (every row for row_count, NULLs for null_ratio), distinct
+    # values (distinct_count), or the newest value in epoch seconds (freshness; None if none)
+    measured: tuple[int | None, ...] = ()
     values: tuple[str | None, ...] = ()
 
 
@@ -54,6 +56,39 @@ class Target:
     keyed: bool
     # None: the warehouse's default schema, where readers find published tables
     schema: str | None = None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A table read by a comparison (`diff`): its rows fall into partitions of `grain` by
+    `partition_column`; for key lists, a row's partition is the position of its value in `keys`."""
+
+    name: str
+    schema: str | None
+    partition_column: str
+    grain: str
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    """Aggregates of one partition of a table: rows, exact sums (as text; None when every value
+    is NULL) of numeric columns and NULL counts of columns."""
+
+    rows: int
+    sums: Mapping[str, str | None]
+    nulls: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class KeyDifference:
+    """Keys of one kind of difference (only left, only right, changed) in one partition: how
+    many, the first few in key order (each a tuple of text values, one per key column) and, for
+    changed keys, how many changed each compared column."""
+
+    count: int
+    sample: tuple[tuple[str | None, ...], ...]
+    columns: Mapping[str, int]
 
 
 def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[str, Any]:
@@ -96,8 +131,22 @@ class Engine(Protocol):
     def staging_columns(self, staging: str) -> list[Column]:
         """Columns of a staging table with their types and whether NULLs occur. Read-only."""
 
-    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
-        """The measured value of a check on a staging table. Read-only."""
+    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int | None:
+        """The measured value of a check (any kind but `query`) on a whole staging table, as
+        `PartitionProfile.measured` defines it. Read-only."""
+
+    def measure_query(
+        self,
+        check: CheckSpec,
+        staging: str,
+        tables: Mapping[str, str],
+        partition_column: str,
+        grain: str | None,
+    ) -> dict[int | None, int]:
+        """Rows a `query` check's SELECT returns when `this` in it names the staging table and
+        each name in `tables` the published table it maps to, counted per time partition of
+        `grain` on the partition column it returns (a NULL one under None; `grain` None: every
+        row under None). Read-only."""
 
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         """Content checksum of a staging table over `columns`, in that order. Read-only."""
@@ -121,8 +170,8 @@ class Engine(Protocol):
         """One pass over a staging table (`staged`) or a published/source table, grouped by time
         partition of `grain` on `partition_column`: each partition's checksum over `columns`
         (None: every column, with the engine's cheaper native hash — for input fingerprints),
-        the violations of each check and each aggregate's value as text. With
-        `bounds`, only rows in the $start/$end window. Read-only."""
+        the measured value of each check (any kind but `query`) and each aggregate's value as
+        text. With `bounds`, only rows in the $start/$end window. Read-only."""
 
     def count_in_window(self, table: str, time_column: str, bounds: Mapping[str, Any]) -> int:
         """Rows of a table in the $start/$end window of its time column. Read-only."""
@@ -138,6 +187,34 @@ class Engine(Protocol):
     ) -> dict[int, list[str | None]]:
         """Per time partition in the window: aggregate expressions over a published or staging
         table, as text. Read-only."""
+
+    def partition_summaries(
+        self,
+        relation: Relation,
+        columns: Sequence[str],
+        numeric: Sequence[str],
+        window: tuple[int, int] | None,
+    ) -> dict[int, PartitionSummary]:
+        """Per partition of `relation` (only those in [start, end) of `window`, given in the
+        grain's bounds): its rows, the sum of each `numeric` column and the NULL count of each of
+        `columns`. One pass; returns one value per partition, never rows. Read-only."""
+
+    def key_differences(
+        self,
+        left: Relation,
+        right: Relation,
+        key: Sequence[tuple[str, str]],
+        compared: Sequence[tuple[str, str]],
+        window: tuple[int, int],
+        tolerance: float = 0.0,
+        sample: int = 5,
+    ) -> dict[int, dict[str, KeyDifference]]:
+        """Per partition in `window`, the rows of `left` and `right` matched on `key`: the keys
+        only one side has (`only_left`, `only_right`) and the keys whose `compared` columns
+        differ (`changed`), each with at most `sample` keys. `key` and `compared` are (column,
+        mode) pairs: `exact` (IS DISTINCT FROM), `text` (compared as text: the sides' types
+        differ) or `numeric` (changed only beyond the relative `tolerance`). Both relations
+        share one grain (and key list). Partitions without differences are absent. Read-only."""
 
     def handle(self) -> Engine:
         """Another handle on the same warehouse, for a worker thread. Close it after use."""

@@ -13,7 +13,17 @@ import duckdb
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import BusyError, EngineError, UsageError
 from tidegate.domain.model import CheckSpec, Column
-from tidegate.engines.base import Capabilities, CommitMarker, PartitionProfile, Target
+from tidegate.engines.base import (
+    Capabilities,
+    CommitMarker,
+    KeyDifference,
+    PartitionProfile,
+    PartitionSummary,
+    Relation,
+    Target,
+    window_bounds,
+)
+from tidegate.sql import diff as diff_sql
 from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem, parse_type
 
@@ -147,10 +157,40 @@ class DuckDBEngine:
             for row, count in zip(described, nulls or (), strict=False)
         ]
 
-    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int:
+    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int | None:
         statement = sql.check_measure(check, sql.staged(staging))
         row = self._run(statement, self._only(bounds, statement)).fetchone()
-        return int(row[0])
+        return None if row[0] is None else int(row[0])
+
+    def measure_query(
+        self,
+        check: CheckSpec,
+        staging: str,
+        tables: Mapping[str, str],
+        partition_column: str,
+        grain: str | None,
+    ) -> dict[int | None, int]:
+        statement = self._statement(
+            (
+                "query",
+                _check_key(check),
+                staging,
+                tuple(sorted(tables.items())),
+                partition_column,
+                grain,
+            ),
+            lambda: sql.query_violations(
+                check.params["sql"],
+                sql.staged(staging),
+                {name: sql.table(physical) for name, physical in tables.items()},
+                partition_column,
+                grain,
+            ),
+        )
+        rows = self._run(statement).fetchall()
+        if grain is None:
+            return {None: int(rows[0][0])}
+        return {None if r[0] is None else int(r[0]): int(r[1]) for r in rows}
 
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         statement = sql.checksum(sql.staged(staging), columns, None)
@@ -217,7 +257,7 @@ class DuckDBEngine:
         return {
             None if r[0] is None else int(r[0]): PartitionProfile(
                 Checksum(int(r[1]), int(r[2])),
-                tuple(int(v) for v in r[3 : 3 + width]),
+                tuple(None if v is None else int(v) for v in r[3 : 3 + width]),
                 tuple(None if v is None else str(v) for v in r[3 + width :]),
             )
             for r in rows
@@ -257,6 +297,83 @@ class DuckDBEngine:
         statement = sql.grouped_aggregates(source, time_column, grain, expressions)
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return {int(row[0]): list(row[1:]) for row in rows}
+
+    @staticmethod
+    def _rows(relation: Relation) -> diff_sql.Rows:
+        return diff_sql.Rows(
+            sql.table(relation.name, relation.schema), relation.partition_column, relation.grain
+        )
+
+    @staticmethod
+    def _window_values(relation: Relation, window: tuple[int, int] | None) -> dict[str, Any]:
+        values: dict[str, Any] = {"keys": list(relation.keys)} if relation.grain == "key" else {}
+        if window is not None:
+            start, end = window
+            if relation.grain == "key":
+                values.update(lo=start, hi=end)
+            else:
+                values.update(window_bounds(start, end))
+        return values
+
+    def partition_summaries(
+        self,
+        relation: Relation,
+        columns: Sequence[str],
+        numeric: Sequence[str],
+        window: tuple[int, int] | None,
+    ) -> dict[int, PartitionSummary]:
+        statement = self._statement(
+            ("summaries", relation, tuple(columns), tuple(numeric), window is not None),
+            lambda: diff_sql.partition_summaries(
+                self._rows(relation), columns, numeric, window is not None
+            ),
+        )
+        values = self._window_values(relation, window)
+        found: dict[int, PartitionSummary] = {}
+        for row in self._run(statement, self._only(values, statement)).fetchall():
+            if row[0] is None:  # a row outside every partition (an undeclared key)
+                continue
+            sums = row[2 : 2 + len(numeric)]
+            nulls = row[2 + len(numeric) :]
+            found[int(row[0])] = PartitionSummary(
+                int(row[1]),
+                {n: None if v is None else str(v) for n, v in zip(numeric, sums, strict=True)},
+                {n: int(v) for n, v in zip(columns, nulls, strict=True)},
+            )
+        return found
+
+    def key_differences(
+        self,
+        left: Relation,
+        right: Relation,
+        key: Sequence[tuple[str, str]],
+        compared: Sequence[tuple[str, str]],
+        window: tuple[int, int],
+        tolerance: float = 0.0,
+        sample: int = 5,
+    ) -> dict[int, dict[str, KeyDifference]]:
+        statement = self._statement(
+            ("key differences", left, right, tuple(key), tuple(compared), sample),
+            lambda: diff_sql.key_differences(
+                self._rows(left), self._rows(right), key, compared, sample
+            ),
+        )
+        values = {**self._window_values(left, window), "tolerance": tolerance}
+        names = [name for name, _ in compared]
+        found: dict[int, dict[str, KeyDifference]] = {}
+        for row in self._run(statement, self._only(values, statement)).fetchall():
+            if row[0] is None:
+                continue
+            bucket, kind, count, first = int(row[0]), str(row[1]), int(row[2]), row[3] or []
+            per_column = (
+                {n: int(v) for n, v in zip(names, row[4:], strict=True) if v}
+                if kind == "changed"
+                else {}
+            )
+            found.setdefault(bucket, {})[kind] = KeyDifference(
+                count, tuple(tuple(k) for k in first), per_column
+            )
+        return found
 
     def handle(self) -> DuckDBEngine:
         """Another handle on the same database for a worker thread (a DuckDB cursor)."""

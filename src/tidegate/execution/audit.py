@@ -47,20 +47,49 @@ def contract_check(engine: Engine, spec: ModelSpec, staging: str) -> CheckResult
 def judge_all(
     contract: CheckResult,
     checks: Sequence[CheckSpec],
-    measured: Mapping[str, Mapping[int | None, int]],
+    measured: Mapping[str, Mapping[int | None, int | None]],
     partitions: Sequence[PartitionKey],
+    rows: Mapping[int, int],
+    baselines: Mapping[int, Mapping[str, int | None]],
 ) -> dict[int, list[CheckResult]]:
-    """Every check result for each staged partition (keyed by its start), the contract first."""
+    """Every check result for each staged partition (keyed by its start), the contract first.
+
+    `measured`: per check, per time bucket (None: rows without one); `rows`: each partition's
+    staged rows; `baselines`: per partition, what each relative row_count compares with.
+    """
     results: dict[int, list[CheckResult]] = {p.start: [contract] for p in partitions}
     for check in checks:
-        values = measured[check.name]
-        if check.kind == "partition_bounds":
-            # rows outside the window belong to no partition being written: all of them fail
-            stray = sum(values.values())
-            values = {p.start: stray for p in partitions}
+        values = _attributed(check, measured[check.name], partitions)
         for partition in partitions:
-            results[partition.start].append(judge(check, values.get(partition.start, 0)))
+            results[partition.start].append(
+                judge(
+                    check,
+                    values[partition.start],
+                    rows.get(partition.start, 0),
+                    partition.end,
+                    baselines.get(partition.start, {}).get(check.name),
+                )
+            )
     return results
+
+
+def _attributed(
+    check: CheckSpec, values: Mapping[int | None, int | None], partitions: Sequence[PartitionKey]
+) -> dict[int, int | None]:
+    """Each partition's measured value. Rows that belong to no partition being written count
+    against all of them: stray rows (partition_bounds) and violating rows a query check
+    returns with a NULL or foreign partition value."""
+    starts = {p.start for p in partitions}
+    if check.kind == "partition_bounds":
+        # rows outside the window are the only ones counted: all of them are stray
+        stray = sum(v or 0 for v in values.values())
+        return dict.fromkeys(starts, stray)
+    if check.kind == "query":
+        stray = sum(v or 0 for b, v in values.items() if b not in starts)
+        return {start: (values.get(start) or 0) + stray for start in starts}
+    # a partition with no rows has no bucket: it counts zero, and has no newest value
+    empty = None if check.kind == "freshness" else 0
+    return {start: values.get(start, empty) for start in starts}
 
 
 def measure_key_partition(
@@ -69,6 +98,28 @@ def measure_key_partition(
     staging: str,
     bounds: Mapping[str, Any],
     partition: PartitionKey,
+) -> dict[str, dict[int | None, int | None]]:
+    """A key-list partition is one unit with no time buckets: measure each check on it (but a
+    query check, which `measure_queries` runs)."""
+    return {
+        c.name: {partition.start: engine.measure(c, staging, bounds)}
+        for c in checks
+        if c.kind != "query"
+    }
+
+
+def measure_queries(
+    engine: Engine,
+    spec: ModelSpec,
+    checks: Sequence[CheckSpec],
+    staging: str,
+    tables: Mapping[str, str],
 ) -> dict[str, dict[int | None, int]]:
-    """A key-list partition is one unit with no time buckets: measure each check on it."""
-    return {c.name: {partition.start: engine.measure(c, staging, bounds)} for c in checks}
+    """Each query check as its own statement over the staged unit, counted per partition (a
+    key-list unit is one partition: one count)."""
+    grain = None if spec.keys else spec.grain.value
+    return {
+        c.name: engine.measure_query(c, staging, tables, spec.partition_column, grain)
+        for c in checks
+        if c.kind == "query"
+    }

@@ -230,6 +230,7 @@ class Executor:
                     {p.start: intent.attempts[p.start] for p in run},
                     intent.index,
                     {p.start: plan.source_values.get(p.start, {}) for p in run},
+                    {p.start: plan.baselines.get(p.start, {}) for p in run},
                 )
                 for run in _consecutive(ready)
             ]

@@ -7,10 +7,10 @@ source it reads has rows in its window: missing input means `skipped`, never pub
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.model import ModelSpec, Source
+from tidegate.domain.model import CheckSpec, ModelSpec, Source
 from tidegate.domain.partitions import IntervalSet, PartitionKey, PartitionRange, floor
 from tidegate.domain.run import Input
 from tidegate.engines.base import Engine, bound_values, window_bounds
@@ -26,6 +26,10 @@ class ReadPlan:
     source_rows: int
     # per partition start: reconciliation name → the source side's value, read in the same pass
     source_values: dict[int, dict[str, str | None]]
+    # per partition start: relative row_count check name → the rows it compares with (a
+    # source's rows in the window, counted in the same pass, or the previous partition's
+    # published rows in the ledger; None: no previous partition is published)
+    baselines: dict[int, dict[str, int | None]] = field(default_factory=dict)
 
 
 def read_inputs(
@@ -58,6 +62,8 @@ def read_inputs(
             inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
     source_rows = 0
     source_values: dict[int, dict[str, str | None]] = {}
+    baselines = _published_previous(state, spec, batch, partitions)
+    counting = _relative_checks(spec, "source")
     for source in (sources[name] for name in spec.sources):
         if spec.keys:
             # a key-list partition has no time window: it reads the whole source
@@ -67,6 +73,7 @@ def read_inputs(
                     source.table, source.time_column, bound_values(partition, label)
                 )
                 source_rows += whole.rows
+                _set_source_rows(baselines, counting, source.name, partition.start, whole.rows)
                 inputs[partition.start].append(
                     Input(source.name, "source", partition.start, partition.end, str(whole))
                 )
@@ -86,6 +93,7 @@ def read_inputs(
             for rule, value in zip(rules, values, strict=True):
                 source_values.setdefault(partition.start, {})[rule.name] = value
             profile = found.checksum if found else Checksum(0, 0)
+            _set_source_rows(baselines, counting, source.name, partition.start, profile.rows)
             if profile.rows < source.min_rows:
                 missing.setdefault(
                     partition.start,
@@ -97,7 +105,49 @@ def read_inputs(
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
-    return ReadPlan(inputs, missing, source_rows, source_values)
+    return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+
+
+def previous_start(spec: ModelSpec, start: int) -> int:
+    """Start of the time partition before the one starting at `start`."""
+    return floor(spec.grain, start - 1)
+
+
+def _relative_checks(spec: ModelSpec, relative_to: str) -> list[CheckSpec]:
+    return [
+        c
+        for c in spec.checks
+        if c.kind == "row_count" and c.params.get("relative_to") == relative_to
+    ]
+
+
+def _published_previous(
+    state: StateStore, spec: ModelSpec, batch: PartitionRange, partitions: Sequence[PartitionKey]
+) -> dict[int, dict[str, int | None]]:
+    """Per partition: each previous-relative check's baseline, the rows the ledger holds for
+    the partition before it (one ledger read for the whole batch)."""
+    checks = _relative_checks(spec, "previous")
+    if not checks:
+        return {}
+    rows = state.partitions(spec.name, previous_start(spec, batch.start), batch.end)
+    published = {p.partition_start: p.rows for p in rows if p.attempt_id}
+    return {
+        p.start: {c.name: published.get(previous_start(spec, p.start)) for c in checks}
+        for p in partitions
+    }
+
+
+def _set_source_rows(
+    baselines: dict[int, dict[str, int | None]],
+    checks: Sequence[CheckSpec],
+    source: str,
+    start: int,
+    rows: int,
+) -> None:
+    """Record a source's rows in a partition's window for the checks relative to it."""
+    for check in checks:
+        if check.params["source"] == source:
+            baselines.setdefault(start, {})[check.name] = rows
 
 
 def _clip(parent: ModelSpec, start: int, end: int) -> tuple[int, int]:

@@ -20,8 +20,10 @@ from tidegate.execution.audit import (
     contract_check,
     judge_all,
     measure_key_partition,
+    measure_queries,
 )
 from tidegate.execution.crash import crash_point
+from tidegate.execution.inputs import previous_start
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class Unit:
     batch: int
     # partition start → reconciliation name → the source side's value, read with the inputs
     source_values: dict[int, dict[str, str | None]] = field(default_factory=dict)
+    # partition start → relative row_count name → the rows it compares with, read with the
+    # inputs (ReadPlan.baselines)
+    baselines: dict[int, dict[str, int | None]] = field(default_factory=dict)
 
     def bounds(self, spec: ModelSpec) -> dict[str, object]:
         if spec.keys:
@@ -90,7 +95,7 @@ def compute(
         if not contract.passed:
             return Computed(unit, staging, checks={p.start: [contract] for p in unit.partitions})
         if spec.keys:
-            return _compute_key(engine, spec, staging, bounds, unit, contract)
+            return _compute_key(engine, spec, staging, bounds, unit, read_from, contract)
         return _compute_window(engine, spec, staging, bounds, unit, read_from, contract)
     except EngineError as error:
         engine.drop_staging(staging)
@@ -103,16 +108,21 @@ def _compute_key(
     staging: str,
     bounds: Mapping[str, object],
     unit: Unit,
+    read_from: Mapping[str, ReadFrom],
     contract: CheckResult,
 ) -> Computed:
     partition = unit.partitions[0]
     checks = (bounds_check(spec), *spec.checks)
-    measured = measure_key_partition(engine, checks, staging, bounds, partition)
+    measured: dict[str, Mapping[int | None, int | None]] = {
+        **measure_key_partition(engine, checks, staging, bounds, partition),
+        **measure_queries(engine, spec, checks, staging, _tables(read_from)),
+    }
     checksum = engine.checksum(staging, [c.name for c in spec.columns])
+    rows = {partition.start: checksum.rows}
     return Computed(
         unit,
         staging,
-        judge_all(contract, checks, measured, unit.partitions),
+        judge_all(contract, checks, measured, unit.partitions, rows, unit.baselines),
         {partition.start: checksum},
     )
 
@@ -126,10 +136,11 @@ def _compute_window(
     read_from: Mapping[str, ReadFrom],
     contract: CheckResult,
 ) -> Computed:
-    """One pass over the staged batch: checksums, every check and reconciliation targets, per
-    partition."""
+    """One pass over the staged batch: checksums, every check but the query checks (their own
+    statement each) and reconciliation targets, per partition."""
     grain = spec.grain.value
     checks = (bounds_check(spec), *spec.checks)
+    profiled = [c for c in checks if c.kind != "query"]
     profiles = engine.profile(
         staging,
         True,
@@ -137,22 +148,48 @@ def _compute_window(
         grain,
         bounds,
         [c.name for c in spec.columns],
-        checks,
+        profiled,
         [r.target_expression for r in spec.reconciliations],
     )
-    measured: dict[str, dict[int | None, int]] = {
-        check.name: {b: p.violations[i] for b, p in profiles.items() if p.violations[i]}
-        for i, check in enumerate(checks)
+    measured: dict[str, Mapping[int | None, int | None]] = {
+        check.name: {b: p.measured[i] for b, p in profiles.items()}
+        for i, check in enumerate(profiled)
     }
+    measured.update(measure_queries(engine, spec, checks, staging, _tables(read_from)))
     empty = PartitionProfile(Checksum(0, 0))
     produced = {p.start: profiles.get(p.start, empty) for p in unit.partitions}
+    rows = {start: found.checksum.rows for start, found in produced.items()}
     return Computed(
         unit,
         staging,
-        judge_all(contract, checks, measured, unit.partitions),
+        judge_all(contract, checks, measured, unit.partitions, rows, _baselines(spec, unit, rows)),
         {start: found.checksum for start, found in produced.items()},
         _reconcile(engine, spec, unit, produced, read_from),
     )
+
+
+def _tables(read_from: Mapping[str, ReadFrom]) -> dict[str, str]:
+    """The physical table of each source and upstream model: what a query check's SELECT
+    reads under their names."""
+    return {name: origin.table for name, origin in read_from.items()}
+
+
+def _baselines(
+    spec: ModelSpec, unit: Unit, rows: Mapping[int, int]
+) -> dict[int, dict[str, int | None]]:
+    """What each relative row_count compares with: the baselines read with the inputs, except
+    that a previous partition staged in this unit counts with its staged rows. It is published
+    together with the partition or not at all, so those are the rows the ledger will hold; the
+    ledger still has the rows of before this run."""
+    found = {start: dict(values) for start, values in unit.baselines.items()}
+    for check in spec.checks:
+        if check.kind != "row_count" or check.params.get("relative_to") != "previous":
+            continue
+        for partition in unit.partitions:
+            previous = previous_start(spec, partition.start)
+            if previous in rows:
+                found.setdefault(partition.start, {})[check.name] = rows[previous]
+    return found
 
 
 def _reconcile(

@@ -25,6 +25,7 @@ from tidegate.execution.session import WriterSession, writer_session
 from tidegate.execution.unit import Unit, compute
 from tidegate.ops.context import Context
 from tidegate.ops.deploy import resolve
+from tidegate.ops.diff import diff
 from tidegate.ops.status import check_doc, reconciliation_doc
 from tidegate.sql.statements import SHADOW_SCHEMA
 from tidegate.state.base import Event
@@ -56,10 +57,6 @@ class Verdict:
         }
 
 
-def shadow_table(version: Version) -> str:
-    return f"{version.model}__v{version.seq}"
-
-
 def validate(
     ctx: Context,
     model: str,
@@ -84,6 +81,7 @@ def validate(
             verdict, read = _validate_partition(session, version, partition, gate_id)
             verdicts.append(verdict)
             fingerprints += [(verdict.label, name, fp) for name, fp in read]
+    compared = _compare_with_active(ctx, version, [v for v in verdicts if v.rows is not None])
     ran = [v for v in verdicts if v.state != "skipped"]
     passed = bool(ran) and all(v.state == "passed" for v in ran)
     inputs = inputs_digest(fingerprints)
@@ -98,10 +96,11 @@ def validate(
         partitions=tuple(v.label for v in verdicts),
         report={
             "seq": version.seq,
-            "shadow_table": f"{SHADOW_SCHEMA}.{shadow_table(version)}",
+            "shadow_table": f"{SHADOW_SCHEMA}.{version.shadow_table}",
             "sample": {"size": sample_size, "seed": seed, "requested": partitions},
             "partitions": [v.document() for v in verdicts],
             "summary": _summary(verdicts),
+            "diff": compared,
         },
         actor=ctx.actor,
         created_at=stamp(ctx.clock),
@@ -172,6 +171,7 @@ def _validate_partition(
         {partition.start: gate_id},
         0,
         {partition.start: plan.source_values.get(partition.start, {})},
+        {partition.start: plan.baselines.get(partition.start, {})},
     )
     staging = f"{spec.name}__validate"
     computed = compute(
@@ -208,13 +208,44 @@ def _validate_partition(
 def _write_shadow(engine: Engine, version: Version, staging: str, unit: Unit) -> None:
     spec = version.spec
     target = Target(
-        shadow_table(version),
+        version.shadow_table,
         spec.columns,
         spec.partition_column,
         bool(spec.keys),
         schema=SHADOW_SCHEMA,
     )
     engine.publish(target, staging, unit.bounds(spec), [])
+
+
+def _compare_with_active(
+    ctx: Context, version: Version, written: list[Verdict]
+) -> dict[str, Any] | None:
+    """Each validated partition's output against what the active version published there:
+    row counts, column sums and NULLs, keys only on one side or changed (see ops/diff.py)."""
+    active = ctx.state.active_version(version.model)
+    if active is None or active.version_id == version.version_id:
+        return None
+    partitions = []
+    for verdict in written:
+        try:
+            found = diff(ctx, version.model, active.version_id, version.version_id, verdict.label)
+        except UsageError as error:
+            partitions.append({"partition": verdict.label, "agree": None, "note": str(error)})
+            continue
+        partitions.append(
+            {"partition": verdict.label, "agree": found["agree"], "summary": found["summary"]}
+        )
+    return {
+        "against": f"v{active.seq}",
+        "columns": _columns(active, version),
+        "partitions": partitions,
+    }
+
+
+def _columns(left: Version, right: Version) -> dict[str, list[str]]:
+    mine = {c.name for c in right.spec.columns}
+    theirs = {c.name for c in left.spec.columns}
+    return {"only_left": sorted(theirs - mine), "only_right": sorted(mine - theirs)}
 
 
 def _summary(verdicts: list[Verdict]) -> str:

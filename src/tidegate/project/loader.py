@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlglot import exp
 
+from tidegate.domain.checks import duration_seconds
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.graph import CycleError, topological_order
 from tidegate.domain.ids import looks_like_run_id
@@ -34,6 +36,7 @@ from tidegate.sql.model_sql import (
     referenced_tables,
     table_line,
 )
+from tidegate.sql.statements import is_time_type, query_check_problem
 
 MODELS_DIR = "models"
 # Words a model may not be called: they are subcommands, or would read as one.
@@ -137,7 +140,14 @@ def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
     return header.time_column, ()
 
 
-def _checks(model: ModelFile, column_names: set[str]) -> tuple[CheckSpec, ...]:
+def _checks(
+    model: ModelFile,
+    columns: tuple[Column, ...],
+    partition_column: str,
+    reads: set[str],
+    sources: dict[str, Source],
+) -> tuple[CheckSpec, ...]:
+    column_names = {c.name for c in columns}
     checks: list[CheckSpec] = []
     seen: set[str] = set()
     for index, declared in enumerate(model.header.checks):
@@ -157,6 +167,20 @@ def _checks(model: ModelFile, column_names: set[str]) -> tuple[CheckSpec, ...]:
                 f"checks[{index}]: expression is not a valid SQL predicate",
                 model.check_line(index, "expression"),
             )
+        problem = _check_problem(
+            declared.type,
+            params,
+            {c.name: c.type for c in columns},
+            model.header.grain,
+            partition_column,
+            reads,
+            {name for name in reads if name in sources},
+        )
+        if problem is not None:
+            key, message = problem
+            raise ConfigError(
+                model.path, f"checks[{index}]: {message}", model.check_line(index, key)
+            )
         if declared.name is not None and not IDENTIFIER.match(declared.name):
             raise ConfigError(
                 model.path,
@@ -173,6 +197,82 @@ def _checks(model: ModelFile, column_names: set[str]) -> tuple[CheckSpec, ...]:
         seen.add(name)
         checks.append(CheckSpec(name, declared.type, Severity(declared.severity), params))
     return tuple(checks)
+
+
+def _check_problem(
+    kind: str,
+    params: dict[str, Any],
+    column_types: dict[str, str],
+    grain: Grain,
+    partition_column: str,
+    reads: set[str],
+    read_sources: set[str],
+) -> tuple[str, str] | None:
+    """(the key at fault, what is wrong) for settings a check's type alone does not rule out."""
+    if kind == "row_count":
+        if "relative_to" in params:
+            return _relative_problem(params, grain, read_sources)
+        for key in ("source", "min_ratio", "max_ratio"):
+            if key in params:
+                return key, f"{key} is for a relative row_count (relative_to = ...)"
+        return _bounds_problem(params, "min", "max")
+    if kind == "null_ratio" and not 0 <= params["max"] <= 1:
+        return "max", "max is a fraction of the rows, from 0 to 1"
+    if kind == "distinct_count":
+        if "min" not in params and "max" not in params:
+            return "type", "a distinct_count needs min or max"
+        for key in ("min", "max"):
+            if params.get(key, 0) < 0:
+                return key, f"{key} must be 0 or more"
+        return _bounds_problem(params, "min", "max")
+    if kind == "freshness":
+        if not grain.is_time:
+            return "type", "freshness needs a time grain: a key partition has no end to be fresh at"
+        column_type = column_types[params["column"]]
+        if not is_time_type(column_type):
+            return (
+                "column",
+                f"column {params['column']!r} is {column_type}, not a DATE or TIMESTAMP",
+            )
+        try:
+            duration_seconds(params["max_age"])
+        except ValueError as error:
+            return "max_age", f"max_age: {error}"
+    if kind == "query":
+        problem = query_check_problem(params["sql"], partition_column, reads)
+        if problem is not None:
+            return "sql", f"sql: {problem}"
+    return None
+
+
+def _relative_problem(
+    params: dict[str, Any], grain: Grain, read_sources: set[str]
+) -> tuple[str, str] | None:
+    for key in ("min", "max"):
+        if key in params:
+            return key, f"{key} counts rows; a relative row_count takes min_ratio or max_ratio"
+    if "min_ratio" not in params and "max_ratio" not in params:
+        return "relative_to", "a relative row_count needs min_ratio or max_ratio"
+    for key in ("min_ratio", "max_ratio"):
+        if params.get(key, 1) <= 0:
+            return key, f"{key} must be above 0"
+    if params["relative_to"] == "previous":
+        if not grain.is_time:
+            return "relative_to", 'relative_to = "previous" needs a time grain'
+        if "source" in params:
+            return "source", 'source is for relative_to = "source"'
+    elif "source" not in params:
+        return "relative_to", 'relative_to = "source" needs source = NAME'
+    elif params["source"] not in read_sources:
+        known = ", ".join(sorted(read_sources)) or "none"
+        return "source", f"source {params['source']!r} is not a source the model reads ({known})"
+    return _bounds_problem(params, "min_ratio", "max_ratio")
+
+
+def _bounds_problem(params: dict[str, Any], low: str, high: str) -> tuple[str, str] | None:
+    if low in params and high in params and params[low] > params[high]:
+        return low, f"{low} is above {high}"
+    return None
 
 
 def _build_spec(
@@ -204,6 +304,7 @@ def _build_spec(
             raise ConfigError(model.path, f"start: {error}", model.header_line("start")) from None
     reads = _reads(model, sources, model_names, header.grain)
     reconciliations = _reconciliations(model, reads)
+    checks = _checks(model, columns, partition_column, reads, sources)
     return ModelSpec(
         name=name,
         path=model.path,
@@ -216,7 +317,7 @@ def _build_spec(
         write_mode=WriteMode(header.write_mode),
         unique_key=tuple(header.unique_key),
         schedule=header.schedule,
-        checks=_checks(model, column_names),
+        checks=checks,
         upstream=tuple(sorted(t for t in reads if t in model_names)),
         sources=tuple(sorted(t for t in reads if t in sources)),
         reconciliations=reconciliations,

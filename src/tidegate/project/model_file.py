@@ -41,9 +41,16 @@ class AcceptedValuesCheck(_Check):
 
 
 class RowCountCheck(_Check):
+    """Absolute (`min`, `max`), or relative to a baseline (`relative_to`, ratios): which
+    combinations make sense is the loader's to judge, with the line of the offending key."""
+
     type: Literal["row_count"]
     min: int | None = Field(default=None, ge=0)
     max: int | None = Field(default=None, ge=0)
+    relative_to: Literal["previous", "source"] | None = None
+    source: str | None = None
+    min_ratio: float | None = None
+    max_ratio: float | None = None
 
 
 class ExpressionCheck(_Check):
@@ -51,8 +58,42 @@ class ExpressionCheck(_Check):
     expression: str = Field(min_length=1)
 
 
+# Ranges of the new kinds' numbers are checked by the loader, which can point at the key's line
+# inside its own [[checks]] table (a pydantic location names only the key).
+class NullRatioCheck(_Check):
+    type: Literal["null_ratio"]
+    column: str
+    max: float
+
+
+class DistinctCountCheck(_Check):
+    type: Literal["distinct_count"]
+    columns: list[str] = Field(min_length=1)
+    min: int | None = None
+    max: int | None = None
+
+
+class FreshnessCheck(_Check):
+    type: Literal["freshness"]
+    column: str
+    max_age: str
+
+
+class QueryCheck(_Check):
+    type: Literal["query"]
+    sql: str = Field(min_length=1)
+
+
 CheckDecl = Annotated[
-    NotNullCheck | UniqueCheck | AcceptedValuesCheck | RowCountCheck | ExpressionCheck,
+    NotNullCheck
+    | UniqueCheck
+    | AcceptedValuesCheck
+    | RowCountCheck
+    | ExpressionCheck
+    | NullRatioCheck
+    | DistinctCountCheck
+    | FreshnessCheck
+    | QueryCheck,
     Field(discriminator="type"),
 ]
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tidegate.domain.checks import CHECK_KINDS
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -57,11 +59,6 @@ def describe(error: ValidationError) -> tuple[str, tuple[str | int, ...]]:
 
 
 def _is_tag(part: str | int) -> bool:
-    # pydantic names the branch of a tagged union in the location; users never wrote it
-    return isinstance(part, str) and part in {
-        "not_null",
-        "unique",
-        "accepted_values",
-        "row_count",
-        "expression",
-    }
+    # pydantic names the branch of a tagged union (a check's type) in the location; users
+    # never wrote it
+    return isinstance(part, str) and part in CHECK_KINDS

@@ -7,11 +7,13 @@ driver (`$start`, `$end`, `$key`); declared values (accepted values) become sqlg
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
 
 from tidegate.domain.model import CheckSpec, Column
 
@@ -195,25 +197,151 @@ def _violations(check: CheckSpec) -> exp.Expr | None:
         inside = partition_predicate(params["column"], bool(params.get("keyed")))
         is_null = exp.Is(this=column(params["column"]), expression=exp.Null())
         return exp.or_(is_null, exp.not_(exp.paren(inside)))
+    if check.kind == "null_ratio":
+        return exp.Is(this=column(params["column"]), expression=exp.Null())
     raise ValueError(f"no measurement for check kind {check.kind!r}")
 
 
-def check_measure(check: CheckSpec, source: exp.Table) -> str:
-    """Violations of a check (the row count for `row_count`) over a whole table: one integer."""
-    count = exp.Count(this=exp.Star())
-    if check.kind == "unique":
+def _measure(check: CheckSpec, repeat: str | None) -> exp.Expr:
+    """The aggregate a check measures over a group of rows: violating rows (all rows for
+    `row_count`, NULLs for `null_ratio`), distinct non-NULL values (`distinct_count`), or the
+    newest value in whole epoch seconds (`freshness`, NULL when there is none).
+
+    `repeat`: for a `unique` check, the column numbering the rows of each key value.
+    """
+    if check.kind == "distinct_count":
         keys = [column(c) for c in check.params["columns"]]
-        not_null = exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
-        repeated = (
-            exp.select(*keys)
-            .from_(source)
-            .where(not_null)
-            .group_by(*[k.copy() for k in keys])
-            .having(exp.GT(this=count.copy(), expression=exp.Literal.number(1)))
-            .subquery("repeated")
-        )
-        return _sql(exp.select(count).from_(repeated))
-    return count_rows(source, _violations(check))
+        value = keys[0] if len(keys) == 1 else exp.Tuple(expressions=keys)
+        distinct = exp.Count(this=exp.Distinct(expressions=[value]))
+        # a tuple with a NULL part is a value to DuckDB; like count(DISTINCT x), skip it
+        return exp.Filter(this=distinct, expression=exp.Where(this=_all_set(keys)))
+    if check.kind == "freshness":
+        newest = exp.Max(this=exp.cast(column(check.params["column"]), exp.DataType.Type.TIMESTAMP))
+        # whole seconds, truncated: a value a fraction short of the limit must not round up to it
+        whole = exp.TimestampTrunc(this=newest, unit=exp.var("second"))
+        return exp.cast(exp.TimeToUnix(this=whole), exp.DataType.Type.BIGINT)
+    where = _violations(check) if repeat is None else _repeated(check, repeat)
+    count = exp.Count(this=exp.Star())
+    return count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
+
+
+def _all_set(keys: Sequence[exp.Expr]) -> exp.Expr:
+    return exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
+
+
+def _numbered(
+    select: exp.Select, checks: Sequence[CheckSpec], partition_by: Sequence[exp.Expr]
+) -> tuple[exp.Select, dict[str, str]]:
+    """`select` with, for each `unique` check, a column numbering the rows of each key value
+    (within `partition_by`), and the names of those columns by check."""
+    # Names no model column can take (columns are plain identifiers).
+    repeats = {c.name: f"tidegate:repeat:{i}" for i, c in enumerate(checks) if c.kind == "unique"}
+    for check in checks:
+        if check.kind == "unique":
+            keys = [column(c) for c in check.params["columns"]]
+            window = exp.Window(
+                this=exp.RowNumber(), partition_by=[*(p.copy() for p in partition_by), *keys]
+            )
+            select = select.select(window.as_(ident(repeats[check.name])))
+    return select, repeats
+
+
+def check_measure(check: CheckSpec, source: exp.Table) -> str:
+    """The measured value of a check over a whole table (see `_measure`): one value."""
+    inner, repeats = _numbered(exp.select(exp.Star()), [check], [])
+    measured = _measure(check, repeats.get(check.name))
+    return _sql(exp.select(measured).from_(inner.from_(source).subquery("profiled")))
+
+
+def query_violations(
+    check_sql: str,
+    source: exp.Table,
+    tables: Mapping[str, exp.Table],
+    partition_column: str,
+    grain: str | None,
+) -> str:
+    """Rows a `query` check's SELECT returns, per time partition of `grain` on the partition
+    column it returns (`grain` None: one count). In the SELECT, `this` reads `source` and
+    each name in `tables` the table it maps to."""
+    query = _parsed(check_sql).copy()
+    ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    named = {n: t for n, t in {"this": source, **tables}.items() if n not in ctes}
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and not node.args.get("db") and node.name in named:
+            swapped = named[node.name].copy()
+            # the query's own name for the table keeps qualifying its columns
+            swapped.set("alias", node.args.get("alias") or exp.TableAlias(this=ident(node.name)))
+            return swapped
+        return node
+
+    violating = exp.Subquery(
+        this=query.transform(swap), alias=exp.TableAlias(this=ident("violating"))
+    )
+    if grain is None:
+        return _sql(exp.select(exp.Count(this=exp.Star())).from_(violating))
+    key = bucket(partition_column, grain)
+    select = exp.select(key.as_("bucket"), exp.Count(this=exp.Star())).from_(violating)
+    return _sql(select.group_by(exp.column("bucket")))
+
+
+# DuckDB's date and time-of-day types: what a freshness check can compare with an instant
+_INSTANT_TYPES = frozenset(
+    {
+        exp.DataType.Type.DATE,
+        exp.DataType.Type.DATETIME,
+        exp.DataType.Type.TIMESTAMP,
+        exp.DataType.Type.TIMESTAMPTZ,
+        exp.DataType.Type.TIMESTAMPLTZ,
+        exp.DataType.Type.TIMESTAMP_S,
+        exp.DataType.Type.TIMESTAMP_MS,
+        exp.DataType.Type.TIMESTAMP_NS,
+    }
+)
+
+
+def is_time_type(type_text: str) -> bool:
+    """Whether a (canonical) column type holds dates or timestamps."""
+    return exp.DataType.build(type_text, dialect=DIALECT).this in _INSTANT_TYPES
+
+
+def query_check_problem(
+    check_sql: str, partition_column: str, readable: Collection[str]
+) -> str | None:
+    """Why a `query` check's SQL cannot be run per partition, or None when it can: it must be
+    one SELECT that writes nothing, takes no parameters, reads only `this` and the `readable`
+    tables, and returns the partition column (to attribute each row to its partition)."""
+    try:
+        statements = [s for s in sqlglot.parse(check_sql, dialect=DIALECT) if s is not None]
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
+        # sqlglot's description ends in the repr of its own classes: not for users
+        described = re.split(r"\s*(?:for )?<", str(first.get("description") or error))[0]
+        return f"does not parse: {described}{near}"
+    except SqlglotError as error:
+        return f"does not parse: {str(error).splitlines()[0]}"
+    if len(statements) != 1:
+        return f"must be one SELECT, found {len(statements)} statements"
+    query = statements[0]
+    if not isinstance(query, exp.Query):
+        return "must be a SELECT"
+    if query.find(exp.DML, exp.Command, exp.Create, exp.Drop, exp.Alter) is not None:
+        return "must not write"
+    if query.find(exp.Placeholder) is not None:
+        return "takes no $parameters (it reads the staged rows of the whole batch as `this`)"
+    ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    for found in query.find_all(exp.Table):
+        if not isinstance(found.this, exp.Identifier):
+            return f"reads {found.this.sql(dialect=DIALECT)}, not a table"
+        name = f"{found.args['db'].name}.{found.name}" if found.args.get("db") else found.name
+        if name not in ctes and name != "this" and name not in readable:
+            allowed = ", ".join(["this", *sorted(readable)])
+            return f"reads {name!r}; a query check reads only {allowed}"
+    returned = [s.alias_or_name for s in query.selects]
+    if "*" not in returned and partition_column not in returned:
+        return f"must return the partition column {partition_column!r}"
+    return None
 
 
 def markers_ddl() -> str:
@@ -338,7 +466,7 @@ def grouped_checksums(
     aggregates: Sequence[str] = (),
 ) -> str:
     """Per time partition, in one pass over a whole batch: (partition start, row count, digest,
-    one violation count per check, one text value per aggregate expression).
+    one measured value per check (see `_measure`), one text value per aggregate expression).
 
     `native_hash` uses the engine's own row hash: cheaper, but comparable only within one
     engine — right for input fingerprints, never for published checksums. A `unique` check
@@ -346,9 +474,8 @@ def grouped_checksums(
     """
     key = bucket(bucket_column, grain)
     # Names no model column can take (columns are plain identifiers): the inner projection
-    # casts each value to text once and numbers the rows of each unique key.
+    # casts each value to text once.
     texts = [f"tidegate:text:{i}" for i in range(len(columns))]
-    repeats = {c.name: f"tidegate:repeat:{i}" for i, c in enumerate(checks) if c.kind == "unique"}
     inner = exp.select(exp.Star())
     if not native_hash:
         inner = inner.select(
@@ -357,13 +484,7 @@ def grouped_checksums(
                 for name, alias in zip(columns, texts, strict=True)
             ]
         )
-    for check in checks:
-        if check.kind == "unique":
-            keys = [column(c) for c in check.params["columns"]]
-            numbered = exp.Window(this=exp.RowNumber(), partition_by=[key.copy(), *keys]).as_(
-                ident(repeats[check.name])
-            )
-            inner = inner.select(numbered)
+    inner, repeats = _numbered(inner, checks, [key])
     inner = inner.from_(source)
     if windowed:
         inner = inner.where(_window(bucket_column))
@@ -376,23 +497,16 @@ def grouped_checksums(
         key.as_("bucket"),
         exp.Count(this=exp.Star()),
         exp.cast(_digest(row), "VARCHAR"),
-        *[_violation_count(check, repeats.get(check.name)) for check in checks],
+        *[_measure(check, repeats.get(check.name)) for check in checks],
         *[exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR") for text in aggregates],
     ).from_(inner.subquery("profiled"))
     return _sql(select.group_by(exp.column("bucket")))
 
 
-def _violation_count(check: CheckSpec, repeat: str | None) -> exp.Expr:
-    where = _violations(check) if repeat is None else _repeated(check, repeat)
-    count = exp.Count(this=exp.Star())
-    return count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
-
-
 def _repeated(check: CheckSpec, repeat: str) -> exp.Expr:
     """The second row of each key value of a `unique` check (keys with a NULL part excluded)."""
     second = exp.EQ(this=column(repeat), expression=exp.Literal.number(2))
-    keys = [column(c) for c in check.params["columns"]]
-    return exp.and_(second, *[exp.not_(exp.Is(this=k, expression=exp.Null())) for k in keys])
+    return exp.and_(second, _all_set([column(c) for c in check.params["columns"]]))
 
 
 def grouped_aggregates(
