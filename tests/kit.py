@@ -155,11 +155,12 @@ def assert_exactly_once(actual: list[tuple[Any, ...]], oracle: list[tuple[Any, .
 
 
 def assert_no_staging(project: Path) -> None:
-    """Staging is in memory: the warehouse file holds only published tables and the markers."""
+    """Staging is in memory: the warehouse file holds only published tables, the markers and
+    the shadow tables of validated versions."""
     rows = warehouse_rows(
         project,
         "SELECT table_schema, table_name FROM information_schema.tables "
-        "WHERE table_schema NOT IN ('main', '_tidegate')",
+        "WHERE table_schema NOT IN ('main', '_tidegate', '_tidegate_shadow')",
     )
     assert rows == [], f"staging tables in the warehouse file: {rows}"
 

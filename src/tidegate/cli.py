@@ -125,22 +125,15 @@ def init(
 def demo(rows_per_day: int, seed: int, keep: Path | None, as_json: bool, debug: bool) -> None:
     """Run the main job end to end on the embedded default."""
     from tidegate import render
-    from tidegate.ops.context import Context
     from tidegate.ops.demo import demo as demo_op
 
-    result = demo_op(
-        rows_per_day,
-        keep,
-        seed,
-        lambda root: Context(root),
-        (lambda _: None) if as_json else click.echo,
-    )
+    result = demo_op(rows_per_day, keep, seed, (lambda _: None) if as_json else click.echo)
     document = {
         "schema": "tidegate.demo/v1",
         "kept": str(result.root) if result.root else None,
         "orders_rows": result.orders_rows,
         "seconds": round(result.seconds, 3),
-        "runs": [r.run_id for r in result.runs],
+        "runs": list(result.runs),
         "status": result.status,
     }
 

@@ -16,8 +16,9 @@ from tests.kit import (
 
 def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
     kept = tmp_path / "demo"
-    result = tidegate("demo", "--rows-per-day", "200", "--keep", kept)
+    result = tidegate("demo", "--rows-per-day", "200", "--keep", kept, "--json")
     assert result.exit_code == 0, result.stderr
+    first, tick, stale, *_ = result.json()["runs"]
 
     oracle = oracle_daily_revenue(kept)
     assert len({row[0] for row in oracle}) == 365
@@ -41,6 +42,37 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
         kept, "SELECT sum(order_count), sum(gross_revenue), sum(net_revenue) FROM daily_revenue"
     )
     assert monthly == daily == report
+
+    # story 1: v1 without net_revenue, then v2 with it validated, deployed, confirmed, and the
+    # history it had not written backfilled (stale partitions only)
+    (daily_status,) = [m for m in status["models"] if m["model"] == "daily_revenue"]
+    assert daily_status["active_version"]["seq"] == 2
+    assert daily_status["deploy"]["state"] == "confirmed"
+    assert daily_status["partitions"]["stale"] == 0
+    history = tidegate("history", "daily_revenue", "--project", kept, "--json").json()
+    story = [
+        (e["kind"], e["detail"].get("seq"), e["detail"].get("passed")) for e in history["events"]
+    ]
+    assert story == [
+        ("build", 1, None),
+        ("deploy", 1, None),
+        ("build", 2, None),
+        ("gate", None, True),
+        ("deploy", 2, None),
+    ]
+    gate_id = history["events"][3]["detail"]["gate_id"]
+    assert history["events"][4]["detail"]["gate"] == f"gate {gate_id} passed"
+    shown = {
+        run_id: tidegate("show", "run", run_id, "--project", kept, "--json").json()
+        for run_id in (first, tick, stale)
+    }
+    published = {
+        run_id: sorted(a["partition"] for a in doc["attempts"] if a["state"] == "published")
+        for run_id, doc in shown.items()
+    }
+    assert len(published[first]) == 365 and published[tick] == ["2025-12-31"]
+    assert shown[stale]["plan"]["stale_only"] is True
+    assert len(published[stale]) == 364 and "2025-12-31" not in published[stale]
 
 
 def test_demo_default_scale_leaves_nothing_behind() -> None:

@@ -8,51 +8,48 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tidegate.domain.attempt import RunStatus
+from tidegate.domain.clock import FixedClock
 from tidegate.domain.errors import OperationFailed, UsageError
 from tidegate.ops import backfill as backfill_op
 from tidegate.ops import build as build_op
 from tidegate.ops import deploy as deploy_op
 from tidegate.ops import init as init_op
+from tidegate.ops import run as run_op
 from tidegate.ops import status as status_op
+from tidegate.ops import validate as validate_op
 from tidegate.ops.context import Context
+from tidegate.project.loader import MODELS_DIR
+
+STORY_V1 = "examples/orders/story/daily_revenue_v1.sql"
 
 DEFAULT_ROWS_PER_DAY = 1000
-# (model, range, batch size): the year as real backfills, two batches in flight
-DEMO_BACKFILLS = (
-    ("daily_revenue", "2025-01-01..2025-12-31", 7),
-    ("monthly_revenue", "2025-01..2025-12", 3),
-    ("revenue_report", "2025-01..2025-12", 3),
-)
+YEAR = "2025-01-01..2025-12-31"
 CONCURRENCY = 2
+# The first scheduled run after the year: it publishes 2025-12-31 with the deployed version.
+NEXT_TICK = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
+DOWNSTREAM = (("monthly_revenue", "2025-01..2025-12", 3), ("revenue_report", "2025-01..2025-12", 3))
 
 
 @dataclass(frozen=True)
 class DemoResult:
     root: Path | None
     orders_rows: int
-    runs: tuple[backfill_op.Result, ...]
+    runs: tuple[str, ...]
     status: dict[str, Any]
     seconds: float
 
 
-def _backfill(ctx: Context, model: str, partitions: str, batch_size: int) -> backfill_op.Result:
-    request = backfill_op.Request(
-        model=model, partitions=partitions, batch_size=batch_size, max_concurrency=CONCURRENCY
-    )
-    return backfill_op.start(ctx, request, threading.Event(), lambda _: None, lambda *_: None)
-
-
-def demo(
-    rows_per_day: int,
-    keep: Path | None,
-    seed: int,
-    context: Callable[[Path], Context],
-    say: Callable[[str], None],
-) -> DemoResult:
+def demo(rows_per_day: int, keep: Path | None, seed: int, say: Callable[[str], None]) -> DemoResult:
+    """Story 1 of the origin document on the embedded default: daily_revenue v1 backfilled for
+    2025; v2 adds net_revenue, is validated on samples, deployed and confirmed by the next
+    scheduled run; the history it has not written yet is backfilled (--stale-only), reconciled
+    per partition; the downstream models are backfilled from it."""
     if keep is not None and keep.exists() and any(keep.iterdir()):
         raise UsageError(f"--keep {keep}: the folder is not empty")
     began = time.monotonic()
@@ -62,31 +59,9 @@ def demo(
         say(
             f"generated {initialized.orders_rows:,} orders for 2025 into {root / init_op.WAREHOUSE}"
         )
-        ctx = context(root)
+        runs = _story(root, say)
+        ctx = Context(root)
         try:
-            for built in build_op.build(ctx):
-                say(
-                    f"built {built.version.model} v{built.version.seq} "
-                    f"({built.version.version_id}): {built.change.value}"
-                )
-            for name in ctx.project.order:
-                deployed = deploy_op.deploy(ctx, name, None)
-                say(f"deployed {name} v{deployed.version.seq}")
-            runs = []
-            for name, partitions, batch_size in DEMO_BACKFILLS:
-                result = _backfill(ctx, name, partitions, batch_size)
-                runs.append(result)
-                report = result.report
-                reconciled = "reconciled exactly" if name != "revenue_report" else "checked"
-                say(
-                    f"backfilled {name} {partitions} in {result.run_id}: "
-                    f"{report.published} partition(s), {report.rows:,} rows, batches of "
-                    f"{batch_size}, {CONCURRENCY} in flight, {reconciled}"
-                )
-                if result.status is not RunStatus.SUCCEEDED:
-                    raise OperationFailed(
-                        f"demo backfill {result.run_id} failed: see `tidegate show run`"
-                    )
             document = status_op.status(ctx)
         finally:
             ctx.close()
@@ -96,3 +71,108 @@ def demo(
     return DemoResult(
         keep, initialized.orders_rows or 0, tuple(runs), document, time.monotonic() - began
     )
+
+
+def _story(root: Path, say: Callable[[str], None]) -> list[str]:
+    daily = root / MODELS_DIR / "daily_revenue.sql"
+    with_net = daily.read_text()
+    daily.write_text((resources.files("tidegate") / STORY_V1).read_text())
+    runs = []
+    ctx = Context(root)
+    try:
+        _build(ctx, say)
+        _deploy(ctx, "daily_revenue", say)
+        runs.append(_backfill(ctx, "daily_revenue", YEAR, 7, say))
+    finally:
+        ctx.close()
+
+    say("daily_revenue gains net_revenue:")
+    daily.write_text(with_net)
+    ctx = Context(root)  # a context reads the project's files once
+    try:
+        _build(ctx, say)
+        gate = validate_op.validate(ctx, "daily_revenue", None, 5, None, seed=0)
+        compared = gate.report["diff"]
+        same = sum(bool(p["agree"]) for p in compared["partitions"]) if compared else 0
+        say(
+            f"validated daily_revenue v{gate.report['seq']} on {len(gate.partitions)} sample "
+            f"partitions into its shadow table: gate {'passed' if gate.passed else 'FAILED'} "
+            f"({gate.report['summary']}); against {compared['against'] if compared else '-'}: "
+            f"{same} partition(s) the same on the common columns, new column(s) "
+            f"{', '.join(compared['columns']['only_right']) if compared else '-'}"
+        )
+        if not gate.passed:
+            raise OperationFailed(f"demo gate {gate.gate_id} failed: see `tidegate history`")
+        _deploy(ctx, "daily_revenue", say)
+    finally:
+        ctx.close()
+
+    tick = Context(root, clock=FixedClock(NEXT_TICK))
+    try:
+        ran = run_op.run(tick, ["daily_revenue"], None)
+        runs.append(ran.run_id)
+        deploy = status_op.status(tick, "daily_revenue")["models"][0]["deploy"]
+        say(
+            f"scheduled run as of {NEXT_TICK:%Y-%m-%d %H:%M}Z ({ran.run_id}): "
+            f"{len(ran.outcomes)} partition published with the new version; deploy "
+            f"{deploy['state']} (running {deploy['version']} since that run)"
+        )
+    finally:
+        tick.close()
+
+    ctx = Context(root)
+    try:
+        runs.append(_backfill(ctx, "daily_revenue", YEAR, 7, say, stale_only=True))
+        for name, partitions, batch_size in DOWNSTREAM:
+            _deploy(ctx, name, say)
+            runs.append(_backfill(ctx, name, partitions, batch_size, say))
+    finally:
+        ctx.close()
+    return runs
+
+
+def _build(ctx: Context, say: Callable[[str], None]) -> None:
+    for built in build_op.build(ctx):
+        if built.created:
+            say(
+                f"built {built.version.model} v{built.version.seq} "
+                f"({built.version.version_id}): {built.change.value}"
+            )
+
+
+def _deploy(ctx: Context, model: str, say: Callable[[str], None]) -> None:
+    deployed = deploy_op.deploy(ctx, model, None)
+    say(f"deployed {model} v{deployed.version.seq} ({deployed.gate})")
+
+
+def _backfill(
+    ctx: Context,
+    model: str,
+    partitions: str,
+    batch_size: int,
+    say: Callable[[str], None],
+    stale_only: bool = False,
+) -> str:
+    request = backfill_op.Request(
+        model=model,
+        partitions=partitions,
+        batch_size=batch_size,
+        max_concurrency=CONCURRENCY,
+        stale_only=stale_only,
+    )
+    result = backfill_op.start(ctx, request, threading.Event(), lambda _: None, lambda *_: None)
+    report = result.report
+    version = ctx.state.get_version(result.plan.version_id)
+    checked = (
+        "reconciled with its source per partition"
+        if ctx.project.model(model).reconciliations
+        else "checked"
+    )
+    say(
+        f"backfilled {model} {partitions}{' (stale only)' if stale_only else ''} with "
+        f"v{version.seq if version else '?'} in {result.run_id}: {report.published} partition(s), "
+        f"{report.rows:,} rows, batches of {batch_size}, {CONCURRENCY} in flight, {checked}"
+    )
+    if result.status is not RunStatus.SUCCEEDED:
+        raise OperationFailed(f"demo backfill {result.run_id} failed: see `tidegate show run`")
+    return result.run_id
