@@ -115,7 +115,9 @@ def test_net_revenue_reaches_readers_only_through_a_passed_gate(tmp_path: Path) 
     # a new day arrives; the scheduled run publishes it with v2 and confirms the deploy
     assert append_new_year_day(project) > 0
     tick = cli(project, "run", "daily_revenue", "--as-of", "2026-01-02T03:00:00Z")
-    assert [(o["partition"], o["state"]) for o in tick["partitions"]] == [("2026-01-01", "published")]
+    assert [(o["partition"], o["state"]) for o in tick["partitions"]] == [
+        ("2026-01-01", "published")
+    ]
     status = cli(project, "status", "daily_revenue")["models"][0]
     assert status["deploy"] == {
         "version": "v2",

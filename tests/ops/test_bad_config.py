@@ -282,6 +282,12 @@ CASES: dict[str, Bad] = {
     "start is a number": Bad(
         edit(DAILY, 'start = "2025-01-01"', "start = 5"), DAILY, "start = 5", "start"
     ),
+    "schedule is not cron": Bad(
+        edit(DAILY, 'schedule = "0 2 * * *"', 'schedule = "daily at two"'),
+        DAILY,
+        'schedule = "daily at two"',
+        "cron",
+    ),
     "unique_key is a string": Bad(
         edit(DAILY, 'unique_key = ["order_date", "status"]', 'unique_key = "x"'),
         DAILY,

@@ -239,7 +239,11 @@ def test_status_tells_a_pending_deploy_from_a_confirmed_one(project: Path) -> No
     as_of = ("--as-of", "2025-01-05T03:00:00Z")
     status = cli(project, "status", "daily_revenue", *as_of).json()["models"][0]
     assert status["deploy"] == {"version": "v1", "state": "pending", "confirmed_by_run": None}
-    assert status["next_partition"] == {"partition": "2025-01-04", "version": "v1"}
+    assert status["next_partition"] == {
+        "partition": "2025-01-04",
+        "due_at": "2025-01-05T03:00:00+00:00",
+        "version": "v1",
+    }
     tick = cli(project, "run", "daily_revenue", *as_of).json()
     status = cli(project, "status", "daily_revenue", *as_of).json()["models"][0]
     assert status["deploy"] == {

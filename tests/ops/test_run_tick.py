@@ -1,5 +1,5 @@
-"""`tidegate run` as a scheduler tick: the newest complete partition of each model, in
-dependency order, by the active versions, as of `--as-of`."""
+"""`tidegate run` as a scheduler tick: the partitions due by `--as-of` (by each model's cron
+schedule) since the newest one its active version published, in dependency order."""
 
 from __future__ import annotations
 
@@ -42,11 +42,35 @@ def test_a_tick_runs_the_newest_complete_partition_of_each_model(project: Path) 
     assert backfill.exit_code == 0, backfill.stderr
     code, ran = tick(project)
     assert code == 0
+    # idempotent: 03-03 is published already; February's months run now their days are there
     assert ran == {
-        "daily_revenue": [("2025-03-03", "published")],
         "monthly_revenue": [("2025-02", "published")],
         "revenue_report": [("2025-02", "published")],
     }
+    code, ran = tick(project)
+    assert (code, ran) == (0, {})
+
+
+def test_the_schedule_decides_when_a_partition_is_due(project: Path) -> None:
+    # daily at 02:00 UTC: at 01:59 on 03-05, 03-04 is over but not due yet
+    _, ran = tick(project, "2025-03-05T01:59:00Z")
+    assert ran["daily_revenue"] == [("2025-03-03", "published")]
+    status = tidegate(
+        "status", "daily_revenue", "--project", project, "--as-of", "2025-03-05T01:59:00Z", "--json"
+    ).json()
+    assert status["models"][0]["next_partition"] == {
+        "partition": "2025-03-04",
+        "due_at": "2025-03-05T02:00:00+00:00",
+        "version": "v1",
+    }
+    # missed ticks are caught up from the newest published partition, oldest first
+    _, ran = tick(project, "2025-03-08T02:00:00Z")
+    assert ran["daily_revenue"] == [
+        ("2025-03-04", "published"),
+        ("2025-03-05", "published"),
+        ("2025-03-06", "published"),
+        ("2025-03-07", "published"),
+    ]
 
 
 def test_a_tick_before_a_model_starts_runs_nothing_for_it(project: Path) -> None:

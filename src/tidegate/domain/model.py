@@ -14,6 +14,15 @@ from tidegate.domain.partitions import (
     floor,
     parse_partition,
 )
+from tidegate.domain.schedule import last_fire
+
+
+def _back(grain: Grain, end: int, count: int) -> int:
+    """The start of the `count`-th partition before `end`."""
+    start = end
+    for _ in range(count):
+        start = floor(grain, start - 1)
+    return start
 
 
 class WriteMode(str, Enum):
@@ -97,14 +106,22 @@ class ModelSpec:
         begin = first.start if first else end
         return PartitionRange(self.grain, begin, max(begin, end))
 
-    def latest_complete(self, now: int) -> PartitionRange:
-        """The newest partition whose period has ended by `now` (none before the start): what
-        a scheduler tick at `now` runs."""
-        end = floor(self.grain, now)
+    def due(self, now: int, newest_written: int | None, limit: int) -> PartitionRange:
+        """What a scheduler tick at `now` runs: the partitions due by now (see
+        domain/schedule.py) after `newest_written` (the end of the newest partition the active
+        version published), at most the newest `limit` of them; only the newest one when the
+        active version has published nothing (older history is a backfill's job)."""
+        if self.keys:
+            return PartitionRange(self.grain, 0, 0)  # key-list partitions run on request
+        end = floor(self.grain, last_fire(self.schedule, now))
         full = self.all_partitions_until(end)
         if len(full) == 0:
             return full
-        return PartitionRange(self.grain, max(full.start, floor(self.grain, end - 1)), end)
+        newest = floor(self.grain, end - 1)
+        start = newest if newest_written is None else max(full.start, newest_written)
+        if start >= end:
+            return PartitionRange(self.grain, end, end)
+        return PartitionRange(self.grain, max(start, _back(self.grain, end, limit)), end)
 
     def config(self) -> dict[str, Any]:
         """The declared settings that take part in the fingerprint, in a canonical shape."""

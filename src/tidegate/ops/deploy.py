@@ -10,8 +10,8 @@ from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.gate import deploy_decision
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.model import Version
-from tidegate.domain.partitions import to_epoch
 from tidegate.ops.context import Context
+from tidegate.ops.schedule import next_due
 from tidegate.state.base import Event
 
 
@@ -134,5 +134,5 @@ def _activate(
 
 
 def _next(ctx: Context, version: Version) -> str | None:
-    due = version.spec.latest_complete(to_epoch(ctx.clock.now()))
-    return due.label(version.spec.keys) if len(due) else None
+    upcoming = next_due(ctx, version)
+    return upcoming.partition if upcoming else None

@@ -10,12 +10,13 @@ from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import Version
-from tidegate.domain.partitions import PartitionRange, parse_range, to_epoch
+from tidegate.domain.partitions import PartitionRange, parse_range
 from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
 from tidegate.execution.session import writer_session
 from tidegate.ops.context import Context
+from tidegate.ops.schedule import CATCH_UP, EVERYTHING, due_partitions
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,19 @@ def _plan(
             if first is not None and chosen.start < first.start:
                 raise UsageError(f"{name} starts at {spec.start}; {partition} is before it")
         else:
-            chosen = spec.latest_complete(to_epoch(ctx.clock.now()))
+            chosen = due_partitions(ctx, version)
             if len(chosen) == 0:
-                notes.append(f"{name}: no partition due yet")
+                written = state.published_intervals(name, *EVERYTHING, version.version_id)
+                notes.append(
+                    f"{name}: up to date (v{version.seq} published the newest due partition)"
+                    if written
+                    else f"{name}: no partition due yet"
+                )
                 continue
+            if len(chosen) == CATCH_UP:
+                notes.append(
+                    f"{name}: catching up the newest {CATCH_UP} due partitions; backfill older ones"
+                )
         plan.append((version, chosen))
     return plan, notes
 

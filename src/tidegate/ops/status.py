@@ -18,12 +18,12 @@ from tidegate.domain.partitions import (
     PartitionKey,
     PartitionRange,
     parse_partition,
-    to_epoch,
     to_utc,
 )
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import PublishedPartition
 from tidegate.ops.context import Context
+from tidegate.ops.schedule import next_due
 from tidegate.state.base import ModelState
 
 
@@ -130,13 +130,13 @@ def _deploy_doc(
 def _next_partition(
     ctx: Context, active: Version | None, state: ModelState | None
 ) -> dict[str, Any] | None:
-    """What the next scheduler tick runs, and with which version."""
+    """What the next scheduler tick writes, when, and with which version."""
     if active is None or (state is not None and state.paused):
         return None
-    due = active.spec.latest_complete(to_epoch(ctx.clock.now()))
-    if not len(due):
+    upcoming = next_due(ctx, active)
+    if upcoming is None:
         return None
-    return {"partition": due.label(active.spec.keys), "version": f"v{active.seq}"}
+    return {"partition": upcoming.partition, "due_at": upcoming.due_at, "version": f"v{active.seq}"}
 
 
 def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from tidegate.domain import schedule
 from tidegate.domain.checks import duration_seconds
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.graph import CycleError, topological_order
@@ -302,6 +303,12 @@ def _build_spec(
             parse_partition(header.start, header.grain, keys)
         except UsageError as error:
             raise ConfigError(model.path, f"start: {error}", model.header_line("start")) from None
+    if header.schedule is not None and not schedule.is_valid(header.schedule):
+        raise ConfigError(
+            model.path,
+            f'schedule: {header.schedule!r} is not a cron expression (e.g. "0 2 * * *", UTC)',
+            model.header_line("schedule"),
+        )
     reads = _reads(model, sources, model_names, header.grain)
     reconciliations = _reconciliations(model, reads)
     checks = _checks(model, columns, partition_column, reads, sources)

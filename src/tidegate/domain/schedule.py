@@ -1,0 +1,40 @@
+"""When a partition is due: the model's cron schedule (UTC), fired after the partition's period.
+
+A partition [start, end) is due at the first time the schedule fires at or after `end`; with no
+schedule, at `end`. So at any instant the due partitions are those ending at or before the
+schedule's latest fire time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from croniter import croniter
+
+from tidegate.domain.partitions import to_epoch
+
+
+def is_valid(schedule: str) -> bool:
+    return bool(croniter.is_valid(schedule))
+
+
+def last_fire(schedule: str | None, now: int) -> int:
+    """The latest time at or before `now` when the schedule fires (`now` without one)."""
+    if schedule is None:
+        return now
+    moment = datetime.fromtimestamp(now, tz=timezone.utc)
+    if croniter.match(schedule, moment):
+        return now
+    fired: datetime = croniter(schedule, moment).get_prev(datetime)
+    return to_epoch(fired)
+
+
+def next_fire(schedule: str | None, at: int) -> int:
+    """The first time at or after `at` when the schedule fires (`at` without one)."""
+    if schedule is None:
+        return at
+    moment = datetime.fromtimestamp(at, tz=timezone.utc)
+    if croniter.match(schedule, moment):
+        return at
+    fired: datetime = croniter(schedule, moment).get_next(datetime)
+    return to_epoch(fired)

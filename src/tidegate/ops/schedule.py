@@ -1,0 +1,43 @@
+"""What the scheduler tick runs now, and what it runs next (read from the ledger only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import PartitionKey, PartitionRange, following, to_epoch, to_utc
+from tidegate.domain.schedule import next_fire
+from tidegate.ops.context import Context
+
+# At most this many due partitions per model and tick: a longer gap is a backfill's job.
+CATCH_UP = 30
+EVERYTHING = (-(2**62), 2**62)
+
+
+def due_partitions(ctx: Context, version: Version) -> PartitionRange:
+    """What a scheduler tick runs for `version` now: the partitions due since the newest one it
+    published (idempotent: nothing when it is up to date)."""
+    written = ctx.state.published_intervals(version.model, *EVERYTHING, version.version_id)
+    newest = max((end for _, end in written), default=None)
+    return version.spec.due(to_epoch(ctx.clock.now()), newest, CATCH_UP)
+
+
+@dataclass(frozen=True)
+class NextDue:
+    partition: str
+    due_at: str  # when the schedule runs it (now or later), UTC
+
+
+def next_due(ctx: Context, version: Version) -> NextDue | None:
+    """The partition the next tick writes with `version`: the oldest one due now, or else the
+    one that becomes due next."""
+    spec = version.spec
+    if spec.keys:
+        return None
+    due = due_partitions(ctx, version)
+    # nothing due: the partition after the newest one that was
+    start = due.start if len(due) else due.end
+    key = PartitionKey(spec.grain, start, following(spec.grain, start))
+    now = to_epoch(ctx.clock.now())
+    at = now if len(due) else next_fire(spec.schedule, key.end)
+    return NextDue(key.label(spec.keys), to_utc(at).isoformat())
