@@ -196,7 +196,12 @@ def test_a_bare_null_column_fails_the_attempt_in_one_line(project: Path) -> None
         "WHERE order_ts >= $start AND order_ts < $end\n"
     )
     assert tidegate("build", "--project", project).exit_code == 0
-    assert tidegate("deploy", "notes", "--project", project).exit_code == 0
+    # the deploy preflight plans the query and already sees it
+    refused = tidegate("deploy", "notes", "--project", project)
+    assert refused.exit_code == 3
+    [line] = refused.stderr.strip().splitlines()
+    assert "preflight" in line and 'column note has type "NULL"' in line
+    assert tidegate("deploy", "notes", *FORCED, "--project", project).exit_code == 0
     result = tidegate("run", "notes", "--partition", "2025-01-01", "--project", project)
     assert result.exit_code == 1, result.stderr
     assert "internal error" not in result.stderr

@@ -122,6 +122,12 @@ class Engine(Protocol):
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
         """Columns of a published table, or None when it does not exist. Read-only."""
 
+    def query_columns(self, sql: str, bounds: Mapping[str, Any]) -> list[Column]:
+        """The columns and types a model's query would produce for a partition, from the
+        engine's planner without running it (nullability unknown: every column nullable).
+        Raises EngineError when the query cannot be planned (a table or column it reads is
+        missing). Read-only."""
+
     def stage(self, staging: str, sql: str, bounds: Mapping[str, Any]) -> None:
         """Compute a model's query into a fresh staging table no reader sees.
 

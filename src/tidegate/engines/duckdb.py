@@ -126,6 +126,11 @@ class DuckDBEngine:
             return None
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]
 
+    def query_columns(self, sql_text: str, bounds: Mapping[str, Any]) -> list[Column]:
+        statement = sql.describe_query(sql_text)
+        rows = self._run(statement, self._only(bounds, statement)).fetchall()
+        return [_column(r[0], r[1], True) for r in rows]
+
     def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
         statement = self._statement(
             ("stage", staging, sql_text),

@@ -11,6 +11,7 @@ from tidegate.domain.gate import deploy_decision
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.model import Version
 from tidegate.ops.context import Context
+from tidegate.ops.preflight import preflight
 from tidegate.ops.schedule import next_due
 from tidegate.state.base import Event
 
@@ -55,8 +56,22 @@ def deploy(
     )
     if not decision.allowed and not force:
         raise RefusedError(decision.reason)
-    forced = force and not decision.allowed
-    _activate(ctx, "deploy", version, active, reason, {"forced": forced, "gate": decision.reason})
+    problems = preflight(ctx, version)
+    if problems and not force:
+        raise RefusedError(
+            f"{model} v{version.seq} failed its preflight, nothing changed: "
+            + "; ".join(problems)
+            + " (or --force --reason TEXT)"
+        )
+    forced = force and (not decision.allowed or bool(problems))
+    _activate(
+        ctx,
+        "deploy",
+        version,
+        active,
+        reason,
+        {"forced": forced, "gate": decision.reason, "preflight": problems},
+    )
     return Deployed(model, version, active, True, forced, decision.reason, _next(ctx, version))
 
 

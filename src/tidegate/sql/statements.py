@@ -418,6 +418,11 @@ def describe(source: exp.Table) -> str:
     return _sql(exp.Describe(this=source))
 
 
+def describe_query(query_text: str) -> str:
+    """The columns a (rendered, trusted) model query would produce, without running it."""
+    return _sql(exp.Describe(this=sqlglot.parse_one(query_text, dialect=DIALECT)))
+
+
 def tables_in_catalog() -> str:
     info = table("tables", "information_schema")
     return _sql(

@@ -1,0 +1,58 @@
+"""Deploy preflight: before a version becomes active, can it read its inputs and write its
+target? Read-only: the warehouse is opened for reading and the query is planned, not run."""
+
+from __future__ import annotations
+
+import os
+
+from tidegate.domain.errors import EngineError
+from tidegate.domain.model import Column, Version
+from tidegate.engines.base import bound_values
+from tidegate.engines.factory import open_engine
+from tidegate.execution.audit import contract_problems
+from tidegate.ops.context import Context
+
+
+def preflight(ctx: Context, version: Version) -> list[str]:
+    """What would stop `version` from running: an unreachable or read-only warehouse, a missing
+    source table or time column, a query the engine cannot plan, output that breaks the
+    contract, or a published table whose columns the version would have to retype."""
+    spec = version.spec
+    path = ctx.project.warehouse_path
+    if not path.exists():
+        return [f"warehouse {path} does not exist"]
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        return [f"warehouse {path} is not writable by this user"]
+    problems: list[str] = []
+    engine = open_engine(ctx.project, ctx.wait, read_only=True)
+    try:
+        for name in spec.sources:
+            source = ctx.project.sources[name]
+            found = engine.table_columns(source.table)
+            if found is None:
+                problems.append(f"source {name}: table {source.table} does not exist")
+            elif source.time_column not in {c.name for c in found}:
+                problems.append(f"source {name}: no time column {source.time_column}")
+        unready = [m for m in spec.upstream if engine.table_columns(m) is None]
+        first = spec.first_partition()
+        if not problems and not unready and first is not None:
+            try:
+                produced = engine.query_columns(
+                    version.sql, bound_values(first, first.label(spec.keys))
+                )
+            except EngineError as error:
+                problems.append(f"the query cannot be planned: {error}")
+            else:
+                # nullability is only known once rows exist: the audit checks it per partition
+                planned = [Column(c.name, c.type, False) for c in produced]
+                problems += contract_problems(spec.columns, planned)
+        published = engine.table_columns(spec.name) or []
+        declared = {c.name: c.type for c in spec.columns}
+        problems += [
+            f"published column {c.name} is {c.type}; v{version.seq} writes {declared[c.name]}"
+            for c in published
+            if c.name in declared and declared[c.name] != c.type
+        ]
+    finally:
+        engine.close()
+    return problems
