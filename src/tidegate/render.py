@@ -144,6 +144,10 @@ def _deploy_line(model: dict[str, Any]) -> str | None:
         line = (
             f"{model['model']}: running {deploy['version']} since run {deploy['confirmed_by_run']}"
         )
+        checked = deploy["correctness"]
+        if checked:
+            verdict = {True: "the same", False: "different", None: "not compared"}[checked["agree"]]
+            line += f" (first partition {checked['partition']} vs {checked['against']}: {verdict})"
     else:
         line = f"{model['model']}: {deploy['version']} deployed, pending its first run"
     if upcoming:

@@ -59,7 +59,9 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
         ("build", 2, None),
         ("gate", None, True),
         ("deploy", 2, None),
+        ("correctness", None, None),
     ]
+    assert history["events"][5]["detail"]["agree"] is True
     gate_id = history["events"][3]["detail"]["gate_id"]
     assert history["events"][4]["detail"]["gate"] == f"gate {gate_id} passed"
     shown = {

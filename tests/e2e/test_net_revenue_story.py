@@ -119,11 +119,14 @@ def test_net_revenue_reaches_readers_only_through_a_passed_gate(tmp_path: Path) 
         ("2026-01-01", "published")
     ]
     status = cli(project, "status", "daily_revenue")["models"][0]
+    # and the post-deploy check: v1 computed that day into its shadow table, compared with v2
     assert status["deploy"] == {
         "version": "v2",
         "state": "confirmed",
         "confirmed_by_run": tick["run_id"],
+        "correctness": {"partition": "2026-01-01", "against": "v1", "agree": True},
     }
+    assert any("first partition 2026-01-01 against v1: the same" in n for n in tick["notes"])
     assert (status["partitions"]["published"], status["partitions"]["stale"]) == (1, 365)
 
     # the history v2 has not written yet: stale partitions only, every one reconciled

@@ -238,7 +238,12 @@ def test_a_paused_model_is_not_run_until_unpaused(project: Path) -> None:
 def test_status_tells_a_pending_deploy_from_a_confirmed_one(project: Path) -> None:
     as_of = ("--as-of", "2025-01-05T03:00:00Z")
     status = cli(project, "status", "daily_revenue", *as_of).json()["models"][0]
-    assert status["deploy"] == {"version": "v1", "state": "pending", "confirmed_by_run": None}
+    assert status["deploy"] == {
+        "version": "v1",
+        "state": "pending",
+        "confirmed_by_run": None,
+        "correctness": None,  # a first version has nothing to be compared with
+    }
     assert status["next_partition"] == {
         "partition": "2025-01-04",
         "due_at": "2025-01-05T03:00:00+00:00",
@@ -250,6 +255,62 @@ def test_status_tells_a_pending_deploy_from_a_confirmed_one(project: Path) -> No
         "version": "v1",
         "state": "confirmed",
         "confirmed_by_run": tick["run_id"],
+        "correctness": None,
     }
     human = tidegate("status", "--project", project, *as_of)
     assert f"daily_revenue: running v1 since run {tick['run_id']}" in human.stdout
+
+
+def test_the_first_partition_of_a_new_version_is_compared_with_the_previous_one(
+    project: Path,
+) -> None:
+    """v2 computes net_revenue differently and only warns about it; the first scheduled run
+    publishes with it, and the post-deploy check records that it differs from v1 there."""
+    as_of = ("--as-of", "2025-01-05T03:00:00Z")
+    backfilled(project, "2025-01-01..2025-01-03")
+    text = (project / DAILY).read_text()
+    reconciliation = text[text.index('[[reconciliations]]\nname = "net_amount"') : text.index("*/")]
+    edit(
+        project,
+        BAD_NET,
+        (reconciliation, ""),
+        ('name = "net_not_above_gross"\n', 'name = "net_not_above_gross"\nseverity = "warn"\n'),
+    )
+    cli(project, "build")
+    cli(project, "deploy", "daily_revenue", "--force", "--reason", "net rule change")
+    tick = cli(project, "run", "daily_revenue", *as_of).json()
+    assert [(p["partition"], p["state"]) for p in tick["partitions"]] == [
+        ("2025-01-04", "published")
+    ]
+    assert any("first partition 2025-01-04 against v1: different" in n for n in tick["notes"])
+    status = cli(project, "status", "daily_revenue", *as_of).json()["models"][0]
+    assert status["deploy"]["correctness"] == {
+        "partition": "2025-01-04",
+        "against": "v1",
+        "agree": False,
+    }
+    [event] = [
+        e
+        for e in cli(project, "history", "daily_revenue").json()["events"]
+        if e["kind"] == "correctness"
+    ]
+    assert event["detail"]["summary"]["keys_changed"] >= 1
+    # v1's output for that day went to its shadow table, not to readers
+    shadow = warehouse_rows(
+        project,
+        "SELECT count(*) FROM _tidegate_shadow.daily_revenue__v1 "
+        "WHERE order_date = DATE '2025-01-04'",
+    )
+    assert shadow[0][0] > 0
+    # a second run confirms nothing new: the check ran once
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-02")
+    assert (
+        len(
+            [
+                e
+                for e in cli(project, "history", "daily_revenue").json()["events"]
+                if e["kind"] == "correctness"
+            ]
+        )
+        == 1
+    )

@@ -15,6 +15,7 @@ from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
 from tidegate.execution.session import writer_session
+from tidegate.ops import correctness
 from tidegate.ops.context import Context
 from tidegate.ops.schedule import CATCH_UP, EVERYTHING, due_partitions
 
@@ -82,6 +83,7 @@ def run(ctx: Context, models: list[str], partition: str | None, kind: str = "run
         raise UsageError("--partition needs exactly one MODEL")
     selected = models or list(project.order)
     plan, notes = _plan(ctx, selected, partition)
+    pending = correctness.pending_deploys(ctx, [version for version, _ in plan])
     with writer_session(project, ctx.state, ctx.clock, ctx.wait) as session:
         run_id = new_run_id()
         ctx.state.create_run(
@@ -113,6 +115,6 @@ def run(ctx: Context, models: list[str], partition: str | None, kind: str = "run
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED
         reason = f"{len(bad)} of {len(outcomes)} partition(s) not published" if bad else None
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
-        return RunResult(
-            run_id, status, reason, tuple(outcomes), session.reconciliation, tuple(notes)
-        )
+        confirmed = correctness.shadow_previous(session, run_id, pending, outcomes)
+    notes += correctness.record(ctx, confirmed)
+    return RunResult(run_id, status, reason, tuple(outcomes), session.reconciliation, tuple(notes))

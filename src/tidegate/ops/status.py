@@ -120,10 +120,18 @@ def _deploy_doc(
     if active is None or state is None or state.deployed_at is None:
         return None
     run_id = ctx.state.confirming_run(model)
+    checked = [
+        e.detail
+        for e in ctx.state.events(model)
+        if e.kind == "correctness" and e.version_id == active.version_id and e.detail
+    ]
     return {
         "version": f"v{active.seq}",
         "state": "confirmed" if run_id else "pending",
         "confirmed_by_run": run_id,
+        "correctness": (
+            {k: checked[-1][k] for k in ("partition", "against", "agree")} if checked else None
+        ),
     }
 
 

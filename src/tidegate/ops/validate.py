@@ -78,7 +78,7 @@ def validate(
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
         verdicts, fingerprints = [], []
         for partition in chosen:
-            verdict, read = _validate_partition(session, version, partition, gate_id)
+            verdict, read = shadow_run(session, version, partition, gate_id)
             verdicts.append(verdict)
             fingerprints += [(verdict.label, name, fp) for name, fp in read]
     compared = _compare_with_active(ctx, version, [v for v in verdicts if v.rows is not None])
@@ -150,11 +150,12 @@ def _choose(
     return [by_start[start] for start in sample(candidates, size, seed)]
 
 
-def _validate_partition(
-    session: WriterSession, version: Version, partition: PartitionKey, gate_id: str
+def shadow_run(
+    session: WriterSession, version: Version, partition: PartitionKey, tag: str
 ) -> tuple[Verdict, list[tuple[str, str | None]]]:
-    """Stage, audit and (unless the contract failed) write one partition into the shadow
-    table. Returns the verdict and the fingerprints of the inputs it read."""
+    """Stage, audit and (unless the contract failed) write one partition into the version's
+    shadow table; `tag` (a gate or run id) names the work. Returns the verdict and the
+    fingerprints of the inputs it read."""
     spec = version.spec
     label = partition.label(spec.keys)
     engine, sources = session.engine, session.project.sources
@@ -168,7 +169,7 @@ def _validate_partition(
     unit = Unit(
         window,
         (partition,),
-        {partition.start: gate_id},
+        {partition.start: tag},
         0,
         {partition.start: plan.source_values.get(partition.start, {})},
         {partition.start: plan.baselines.get(partition.start, {})},
