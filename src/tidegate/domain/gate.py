@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,18 +63,24 @@ class DeployDecision:
 
 
 def deploy_decision(
-    version: Version, active: str | None, gates: Sequence[Gate], downstream: Sequence[str]
+    version: Version,
+    active: str | None,
+    gates: Sequence[Gate],
+    affected: Mapping[str, Sequence[str]],
 ) -> DeployDecision:
     """Whether `version` may become active: its newest gate must have passed. The first
-    version of a model needs none (nothing reads the model yet); a breaking change needs an
-    override whatever its gates say, because its readers break."""
+    version of a model needs none (nothing reads the model yet). A breaking change is refused
+    while downstream models read a column it removes or retypes (`affected`: model → those
+    columns): they must migrate first."""
     label = f"{version.model} v{version.seq}"
-    if version.change is ChangeKind.BREAKING:
-        readers = ", ".join(downstream) or "none in this project"
+    if version.change is ChangeKind.BREAKING and affected:
+        readers = ", ".join(
+            f"{m} ({', '.join(sorted(cols))})" for m, cols in sorted(affected.items())
+        )
         return DeployDecision(
             False,
-            f"{label} is a breaking change to the table's columns (downstream models: "
-            f"{readers}); deploy it with --force --reason TEXT once readers are ready",
+            f"{label} is a breaking change to columns downstream models read: {readers}; "
+            "migrate them first, or deploy with --force --reason TEXT",
         )
     if active is None:
         return DeployDecision(True, f"first version of {version.model}: no gate required")

@@ -182,6 +182,12 @@ def classify_change(
     return ChangeKind.MODIFIED
 
 
+def broken_columns(old: tuple[Column, ...], new: tuple[Column, ...]) -> set[str]:
+    """Columns a reader of the old table can no longer read as before: removed or retyped."""
+    kept = {c.name: c.type for c in new}
+    return {c.name for c in old if kept.get(c.name) != c.type}
+
+
 @dataclass(frozen=True)
 class Version:
     """An immutable snapshot of a model: enough to execute it again exactly."""

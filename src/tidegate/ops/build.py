@@ -10,11 +10,12 @@ from pathlib import Path
 
 from tidegate import __version__
 from tidegate.domain.clock import stamp
-from tidegate.domain.fingerprint import fingerprint, short
+from tidegate.domain.fingerprint import column_fingerprint, fingerprint, read_fingerprint, short
 from tidegate.domain.model import ChangeKind, ModelSpec, Version, classify_change
 from tidegate.ops.context import Context
 from tidegate.project.config import PROJECT_FILE
 from tidegate.project.loader import MODELS_DIR, Project
+from tidegate.sql.lineage import column_definitions, columns_read
 from tidegate.sql.model_sql import normalized, parse_query, render
 from tidegate.state.base import Event
 
@@ -59,29 +60,64 @@ def git_state(root: Path) -> tuple[str | None, bool]:
     return head or None, bool(changes)
 
 
-def snapshot(project: Project, spec: ModelSpec, upstream: dict[str, str]) -> tuple[str, str]:
-    """(fingerprint, rendered SQL) of a model given its upstream models' fingerprints."""
-    query = parse_query(spec.sql)
-    physical = {name: project.sources[name].table for name in spec.sources}
-    source_defs = {
+def _source_defs(project: Project, spec: ModelSpec) -> dict[str, str]:
+    return {
         f"source:{name}": f"{project.sources[name].table}|{project.sources[name].time_column}"
         for name in spec.sources
     }
-    config = {"model": spec.name, **spec.config(), "sources": source_defs}
+
+
+def snapshot(project: Project, spec: ModelSpec, upstream: dict[str, str]) -> tuple[str, str]:
+    """(fingerprint, rendered SQL) of a model given what it reads of each upstream model
+    (`read_fingerprint`s)."""
+    query = parse_query(spec.sql)
+    physical = {name: project.sources[name].table for name in spec.sources}
+    config = {"model": spec.name, **spec.config(), "sources": _source_defs(project, spec)}
     return fingerprint(normalized(query), config, upstream), render(query, physical)
+
+
+def reads(project: Project, spec: ModelSpec) -> dict[str, set[str]]:
+    """The columns `spec` reads of each upstream model (as the project's files declare them)."""
+    tables = {
+        parent: {c.name: c.type for c in project.models[parent].columns} for parent in spec.upstream
+    }
+    return columns_read(parse_query(spec.sql), tables)
+
+
+def column_fingerprints(
+    project: Project, spec: ModelSpec, upstream: dict[str, str]
+) -> dict[str, str]:
+    """Each output column's fingerprint: what downstream models that read it depend on."""
+    partitioning = {
+        "grain": spec.grain.value,
+        "partition_column": spec.partition_column,
+        "keys": list(spec.keys),
+        "sources": _source_defs(project, spec),
+    }
+    definitions = column_definitions(parse_query(spec.sql), [c.name for c in spec.columns])
+    return {
+        c.name: column_fingerprint(definitions[c.name], c.type, partitioning, upstream)
+        for c in spec.columns
+    }
 
 
 def build(ctx: Context) -> list[Built]:
     project, state = ctx.project, ctx.state
     commit, dirty = git_state(project.root)
     versions = tool_versions()
-    fingerprints: dict[str, str] = {}
+    columns: dict[str, dict[str, str]] = {}
     results: list[Built] = []
     for name in project.order:
         spec = project.models[name]
-        upstream = {parent: fingerprints[parent] for parent in spec.upstream}
+        read = reads(project, spec)
+        upstream = {
+            parent: read_fingerprint(
+                {c: columns[parent].get(c, "unknown") for c in read.get(parent, ())}
+            )
+            for parent in spec.upstream
+        }
         full, rendered = snapshot(project, spec, upstream)
-        fingerprints[name] = full
+        columns[name] = column_fingerprints(project, spec, upstream)
         active = state.active_version(name)
         existing = state.find_version(name, full)
         change = classify_change(

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from tidegate.domain.clock import stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.gate import deploy_decision
-from tidegate.domain.graph import downstream_of
-from tidegate.domain.model import Version
+from tidegate.domain.model import Version, broken_columns
 from tidegate.ops.context import Context
 from tidegate.ops.preflight import preflight
 from tidegate.ops.schedule import next_due
+from tidegate.sql.lineage import columns_read
+from tidegate.sql.model_sql import parse_query
 from tidegate.state.base import Event
 
 
@@ -50,9 +51,8 @@ def deploy(
     active = current.active_version if current else None
     if active == version.version_id:
         return Deployed(model, version, active, False, False, "already active", _next(ctx, version))
-    readers = {name: spec.upstream for name, spec in ctx.project.models.items()}
     decision = deploy_decision(
-        version, active, ctx.state.gates(model), downstream_of(readers, model)
+        version, active, ctx.state.gates(model), _affected_readers(ctx, version)
     )
     if not decision.allowed and not force:
         raise RefusedError(decision.reason)
@@ -73,6 +73,24 @@ def deploy(
         {"forced": forced, "gate": decision.reason, "preflight": problems},
     )
     return Deployed(model, version, active, True, forced, decision.reason, _next(ctx, version))
+
+
+def _affected_readers(ctx: Context, version: Version) -> dict[str, list[str]]:
+    """Downstream models reading a column `version` removes or retypes, with those columns."""
+    active = ctx.state.active_version(version.model)
+    if active is None:
+        return {}
+    broken = broken_columns(active.spec.columns, version.spec.columns)
+    if not broken:
+        return {}
+    today = {version.model: {c.name: c.type for c in active.spec.columns}}
+    affected = {}
+    for name, spec in ctx.project.models.items():
+        if version.model in spec.upstream:
+            read = columns_read(parse_query(spec.sql), today).get(version.model, set())
+            if read & broken:
+                affected[name] = sorted(read & broken)
+    return affected
 
 
 def rollback(ctx: Context, model: str, ref: str | None, reason: str | None) -> Deployed:
