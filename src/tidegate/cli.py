@@ -163,15 +163,21 @@ def build(ctx: Any, as_json: bool) -> None:
 @click.argument("models", nargs=-1)
 @click.option("--partition", default=None, help="A partition or START..END (needs one MODEL).")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@click.option("--force", is_flag=True, help="Run a paused model's --partition anyway.")
 @common
 def run(
-    ctx: Any, as_json: bool, models: tuple[str, ...], partition: str | None, wait: bool
+    ctx: Any,
+    as_json: bool,
+    models: tuple[str, ...],
+    partition: str | None,
+    wait: bool,
+    force: bool,
 ) -> None:
     """Scheduler tick: run due partitions of the active versions (or --partition)."""
     from tidegate import render
     from tidegate.ops.run import run as run_op
 
-    result = run_op(ctx, list(models), partition)
+    result = run_op(ctx, list(models), partition, force=force)
     document = render.run_doc(result)
     emit(as_json, document, lambda: render.run(result))
     if document["status"] == "failed":

@@ -6,6 +6,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -68,6 +69,7 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
     help="Take every parameter from a reviewed plan file.",
 )
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@click.option("--force", is_flag=True, help="Backfill a paused model anyway.")
 @common
 def start(
     ctx: Any,
@@ -82,6 +84,7 @@ def start(
     dry_run: bool,
     plan_file: Path | None,
     wait: bool,
+    force: bool,
 ) -> None:
     """Backfill MODEL over --partitions."""
     from tidegate.domain.errors import UsageError
@@ -106,6 +109,7 @@ def start(
         request = op.request_from(values, str(plan_file), text)
     else:
         request = op.request_from({k: v for k, v in flags.items() if v is not None}, None, None)
+    request = replace(request, force_paused=force)
     if dry_run:
         _dry_run(ctx, as_json, request)
         return

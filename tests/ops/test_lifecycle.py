@@ -209,12 +209,18 @@ def test_a_paused_model_is_not_run_until_unpaused(project: Path) -> None:
     run = tidegate("run", "daily_revenue", "--partition", "2025-01-01", "--project", project)
     assert (run.exit_code, run.stderr.strip()) == (
         3,
-        "error: model 'daily_revenue' is paused; `tidegate unpause daily_revenue` first",
+        "error: model 'daily_revenue' is paused; `tidegate unpause daily_revenue` first "
+        "(or --force)",
     )
     backfill = tidegate(
         "backfill", "daily_revenue", "--partitions", "2025-01-01", "--project", project
     )
     assert backfill.exit_code == 3
+    # an operator may still run a paused model's partitions on purpose
+    forced = cli(project, "run", "daily_revenue", "--partition", "2025-01-02", "--force").json()
+    assert forced["published"] == 1
+    assert "daily_revenue: paused, run anyway (--force)" in forced["notes"]
+    cli(project, "backfill", "daily_revenue", "--partitions", "2025-01-03", "--force")
     tick = cli(project, "run", "--as-of", "2025-01-05T03:00:00Z").json()
     assert "daily_revenue: paused, not run" in tick["notes"]
     status = cli(project, "status", "daily_revenue").json()["models"][0]

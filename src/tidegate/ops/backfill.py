@@ -46,6 +46,7 @@ class Request:
     stale_only: bool = False
     plan_file: str | None = None
     plan_text: str | None = None
+    force_paused: bool = False  # --force: backfill a paused model anyway
 
 
 @dataclass(frozen=True)
@@ -57,19 +58,21 @@ class Result:
     reason: str | None
 
 
-def active_version(ctx: Context, model: str) -> Version:
+def active_version(ctx: Context, model: str, force_paused: bool = False) -> Version:
     ctx.project.model(model)
     state = ctx.state.model_state(model)
     version = ctx.state.active_version(model)
     if version is None:
         raise UsageError(f"model {model!r} has no active version; run `tidegate deploy {model}`")
-    if state is not None and state.paused:
-        raise RefusedError(f"model {model!r} is paused; `tidegate unpause {model}` first")
+    if state is not None and state.paused and not force_paused:
+        raise RefusedError(
+            f"model {model!r} is paused; `tidegate unpause {model}` first (or --force)"
+        )
     return version
 
 
 def make_plan(ctx: Context, request: Request) -> BackfillPlan:
-    version = active_version(ctx, request.model)
+    version = active_version(ctx, request.model, request.force_paused)
     spec = version.spec
     chosen = parse_range(request.partitions, spec.grain, spec.keys)
     first = spec.first_partition()

@@ -31,7 +31,7 @@ class RunResult:
 
 
 def _plan(
-    ctx: Context, models: list[str], partition: str | None
+    ctx: Context, models: list[str], partition: str | None, force: bool
 ) -> tuple[list[tuple[Version, PartitionRange]], list[str]]:
     project, state = ctx.project, ctx.state
     plan: list[tuple[Version, PartitionRange]] = []
@@ -47,10 +47,14 @@ def _plan(
             notes.append(f"{name}: no active version, not run")
             continue
         if model_state is not None and model_state.paused:
-            if partition is not None:
-                raise RefusedError(f"model {name!r} is paused; `tidegate unpause {name}` first")
-            notes.append(f"{name}: paused, not run")
-            continue
+            if partition is None:
+                notes.append(f"{name}: paused, not run")
+                continue
+            if not force:
+                raise RefusedError(
+                    f"model {name!r} is paused; `tidegate unpause {name}` first (or --force)"
+                )
+            notes.append(f"{name}: paused, run anyway (--force)")
         spec = version.spec
         if partition is not None:
             chosen = parse_range(partition, spec.grain, spec.keys)
@@ -75,14 +79,18 @@ def _plan(
     return plan, notes
 
 
-def run(ctx: Context, models: list[str], partition: str | None, kind: str = "run") -> RunResult:
+def run(
+    ctx: Context, models: list[str], partition: str | None, kind: str = "run", force: bool = False
+) -> RunResult:
+    """Run the due partitions of `models` (all when empty), or the named partitions of one
+    model; `force` runs a paused model's named partitions anyway."""
     project = ctx.project
     for name in models:
         project.model(name)
     if partition is not None and len(models) != 1:
         raise UsageError("--partition needs exactly one MODEL")
     selected = models or list(project.order)
-    plan, notes = _plan(ctx, selected, partition)
+    plan, notes = _plan(ctx, selected, partition, force)
     pending = correctness.pending_deploys(ctx, [version for version, _ in plan])
     with writer_session(project, ctx.state, ctx.clock, ctx.wait) as session:
         run_id = new_run_id()
