@@ -20,21 +20,20 @@ def is_valid(schedule: str) -> bool:
 
 def last_fire(schedule: str | None, now: int) -> int:
     """The latest time at or before `now` when the schedule fires (`now` without one)."""
-    if schedule is None:
-        return now
-    moment = datetime.fromtimestamp(now, tz=timezone.utc)
-    if croniter.match(schedule, moment):
-        return now
-    fired: datetime = croniter(schedule, moment).get_prev(datetime)
-    return to_epoch(fired)
+    return _fire(schedule, now, forward=False)
 
 
 def next_fire(schedule: str | None, at: int) -> int:
     """The first time at or after `at` when the schedule fires (`at` without one)."""
+    return _fire(schedule, at, forward=True)
+
+
+def _fire(schedule: str | None, at: int, forward: bool) -> int:
     if schedule is None:
         return at
     moment = datetime.fromtimestamp(at, tz=timezone.utc)
-    if croniter.match(schedule, moment):
+    if moment.second == 0 and croniter.match(schedule, moment):
         return at
-    fired: datetime = croniter(schedule, moment).get_next(datetime)
+    walk = croniter(schedule, moment)
+    fired: datetime = walk.get_next(datetime) if forward else walk.get_prev(datetime)
     return to_epoch(fired)

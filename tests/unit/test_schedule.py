@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from tidegate.domain.partitions import to_epoch
+from tidegate.domain.schedule import is_valid, last_fire, next_fire
+
+
+def at(text: str) -> int:
+    return to_epoch(datetime.fromisoformat(text).replace(tzinfo=timezone.utc))
+
+
+def test_fires_around_an_instant() -> None:
+    daily = "0 2 * * *"
+    assert last_fire(daily, at("2025-03-05T01:59:00")) == at("2025-03-04T02:00:00")
+    assert last_fire(daily, at("2025-03-05T02:00:00")) == at("2025-03-05T02:00:00")
+    assert next_fire(daily, at("2025-03-05T02:00:01")) == at("2025-03-06T02:00:00")
+    assert next_fire(daily, at("2025-03-05T00:00:00")) == at("2025-03-05T02:00:00")
+    monthly = "0 3 1 * *"
+    assert last_fire(monthly, at("2025-03-01T02:59:59")) == at("2025-02-01T03:00:00")
+
+
+def test_without_a_schedule_a_partition_is_due_when_it_ends() -> None:
+    assert last_fire(None, 1234) == next_fire(None, 1234) == 1234
+
+
+def test_cron_expressions_are_validated() -> None:
+    assert is_valid("*/15 * * * *") and is_valid("0 2 * * 1-5")
+    assert not is_valid("daily at two") and not is_valid("61 * * * *")
