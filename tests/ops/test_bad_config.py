@@ -282,6 +282,18 @@ CASES: dict[str, Bad] = {
     "start is a number": Bad(
         edit(DAILY, 'start = "2025-01-01"', "start = 5"), DAILY, "start = 5", "start"
     ),
+    "deprecated column not in columns": Bad(
+        edit(DAILY, "[columns]\n", '[deprecated]\ngross = "2026-01-01"\n\n[columns]\n'),
+        DAILY,
+        'gross = "2026-01-01"',
+        "gross",
+    ),
+    "deprecated until a non-date": Bad(
+        edit(DAILY, "[columns]\n", '[deprecated]\ngross_revenue = "soon"\n\n[columns]\n'),
+        DAILY,
+        'gross_revenue = "soon"',
+        "YYYY-MM-DD",
+    ),
     "schedule is not cron": Bad(
         edit(DAILY, 'schedule = "0 2 * * *"', 'schedule = "daily at two"'),
         DAILY,

@@ -320,3 +320,37 @@ def test_the_first_partition_of_a_new_version_is_compared_with_the_previous_one(
         )
         == 1
     )
+
+
+def test_a_column_is_removed_only_after_its_declared_compatibility_window(
+    project: Path,
+) -> None:
+    # v2 keeps gross_revenue but declares it deprecated until February
+    edit(project, ("[columns]\n", '[deprecated]\ngross_revenue = "2025-02-01"\n\n[columns]\n'))
+    cli(project, "build")
+    cli(project, "validate", "daily_revenue", "--partitions", "2025-01-01")
+    cli(project, "deploy", "daily_revenue")
+    # v3 removes it (and what checked it)
+    text = (project / DAILY).read_text()
+    gross_rule = text[
+        text.index('[[reconciliations]]\nname = "gross_amount"') : text.index(
+            '[[reconciliations]]\nname = "net_amount"'
+        )
+    ]
+    edit(
+        project,
+        ('gross_revenue = "2025-02-01"\n', ""),
+        ('gross_revenue = "DECIMAL(18, 2) NOT NULL"\n', ""),
+        ("    CAST(sum(gross_amount) AS DECIMAL(18, 2)) AS gross_revenue,\n", ""),
+        (gross_rule, ""),
+        ('expression = "net_revenue <= gross_revenue"', 'expression = "net_revenue >= 0"'),
+    )
+    assert cli(project, "build").json()["models"][0]["change"] == "breaking"
+    cli(project, "validate", "daily_revenue", "--partitions", "2025-01-01")
+    early = tidegate(
+        "deploy", "daily_revenue", "--as-of", "2025-01-15T00:00:00Z", "--project", project
+    )
+    assert early.exit_code == 3
+    assert "monthly_revenue (gross_revenue)" in early.stderr and "[deprecated]" in early.stderr
+    late = cli(project, "deploy", "daily_revenue", "--as-of", "2025-02-01T00:00:00Z").json()
+    assert (late["seq"], late["forced"]) == (3, False)

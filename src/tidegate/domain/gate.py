@@ -80,7 +80,9 @@ def deploy_decision(
         return DeployDecision(
             False,
             f"{label} is a breaking change to columns downstream models read: {readers}; "
-            "migrate them first, or deploy with --force --reason TEXT",
+            "migrate them first, or keep the columns and declare a compatibility window "
+            '([deprecated] COLUMN = "YYYY-MM-DD") that has ended before removing them, or '
+            "--force --reason TEXT",
         )
     if active is None:
         return DeployDecision(True, f"first version of {version.model}: no gate required")

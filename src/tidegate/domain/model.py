@@ -91,6 +91,8 @@ class ModelSpec:
     write_mode: WriteMode = WriteMode.OVERWRITE
     unique_key: tuple[str, ...] = ()
     schedule: str | None = None
+    # (column, ISO date): kept for readers until that date, removable after it
+    deprecated: tuple[tuple[str, str], ...] = ()
     checks: tuple[CheckSpec, ...] = ()
     upstream: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
@@ -138,7 +140,8 @@ class ModelSpec:
                 [c.name, c.kind, c.severity.value, dict(sorted(c.params.items()))]
                 for c in self.checks
             ],
-            # only when declared, so adding the feature left earlier fingerprints unchanged
+            # only when declared, so adding these features left earlier fingerprints unchanged
+            **({"deprecated": [list(d) for d in self.deprecated]} if self.deprecated else {}),
             **(
                 {
                     "reconciliations": [

@@ -76,18 +76,23 @@ def deploy(
 
 
 def _affected_readers(ctx: Context, version: Version) -> dict[str, list[str]]:
-    """Downstream models reading a column `version` removes or retypes, with those columns."""
+    """Downstream models reading a column `version` removes or retypes, with those columns;
+    columns whose declared deprecation window (`[deprecated]` in the active version) has ended
+    are no longer owed to readers."""
     active = ctx.state.active_version(version.model)
     if active is None:
         return {}
-    broken = broken_columns(active.spec.columns, version.spec.columns)
+    today = ctx.clock.now().date().isoformat()
+    # a column deprecated until a date that has passed: its compatibility window is over
+    expired = {column for column, until in active.spec.deprecated if until <= today}
+    broken = broken_columns(active.spec.columns, version.spec.columns) - expired
     if not broken:
         return {}
-    today = {version.model: {c.name: c.type for c in active.spec.columns}}
+    schema = {version.model: {c.name: c.type for c in active.spec.columns}}
     affected = {}
     for name, spec in ctx.project.models.items():
         if version.model in spec.upstream:
-            read = columns_read(parse_query(spec.sql), today).get(version.model, set())
+            read = columns_read(parse_query(spec.sql), schema).get(version.model, set())
             if read & broken:
                 affected[name] = sorted(read & broken)
     return affected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +304,21 @@ def _build_spec(
             parse_partition(header.start, header.grain, keys)
         except UsageError as error:
             raise ConfigError(model.path, f"start: {error}", model.header_line("start")) from None
+    for column, until in header.deprecated.items():
+        if column not in column_names:
+            raise ConfigError(
+                model.path,
+                f"deprecated: {column!r} is not in columns",
+                model.header_line("deprecated", column),
+            )
+        try:
+            date.fromisoformat(until)
+        except ValueError:
+            raise ConfigError(
+                model.path,
+                f"deprecated.{column}: {until!r} is not a date (YYYY-MM-DD)",
+                model.header_line("deprecated", column),
+            ) from None
     if header.schedule is not None and not schedule.is_valid(header.schedule):
         raise ConfigError(
             model.path,
@@ -324,6 +340,7 @@ def _build_spec(
         write_mode=WriteMode(header.write_mode),
         unique_key=tuple(header.unique_key),
         schedule=header.schedule,
+        deprecated=tuple(sorted(header.deprecated.items())),
         checks=checks,
         upstream=tuple(sorted(t for t in reads if t in model_names)),
         sources=tuple(sorted(t for t in reads if t in sources)),

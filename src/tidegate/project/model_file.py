@@ -117,6 +117,8 @@ class ModelHeader(_Strict):
     unique_key: list[str] = []
     schedule: str | None = None
     columns: dict[str, str] = Field(min_length=1)
+    # column → the date until which readers may still rely on it (a compatibility window)
+    deprecated: dict[str, str] = {}
     checks: list[CheckDecl] = []
     reconciliations: list[ReconciliationDecl] = []
 

@@ -32,6 +32,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             "write_mode": spec.write_mode.value,
             "unique_key": list(spec.unique_key),
             "schedule": spec.schedule,
+            "deprecated": [list(d) for d in spec.deprecated],
             "checks": [[c.name, c.kind, c.severity.value, dict(c.params)] for c in spec.checks],
             "upstream": list(spec.upstream),
             "sources": list(spec.sources),
@@ -58,6 +59,7 @@ def spec_from_json(text: str) -> ModelSpec:
         write_mode=WriteMode(data["write_mode"]),
         unique_key=tuple(data["unique_key"]),
         schedule=data["schedule"],
+        deprecated=tuple((c, d) for c, d in data.get("deprecated", [])),
         checks=tuple(
             CheckSpec(name, kind, Severity(severity), params)
             for name, kind, severity, params in data["checks"]
