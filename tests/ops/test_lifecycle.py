@@ -325,32 +325,51 @@ def test_the_first_partition_of_a_new_version_is_compared_with_the_previous_one(
 def test_a_column_is_removed_only_after_its_declared_compatibility_window(
     project: Path,
 ) -> None:
-    # v2 keeps gross_revenue but declares it deprecated until February
-    edit(project, ("[columns]\n", '[deprecated]\ngross_revenue = "2025-02-01"\n\n[columns]\n'))
-    cli(project, "build")
-    cli(project, "validate", "daily_revenue", "--partitions", "2025-01-01")
-    cli(project, "deploy", "daily_revenue")
-    # v3 removes it (and what checked it)
-    text = (project / DAILY).read_text()
-    gross_rule = text[
-        text.index('[[reconciliations]]\nname = "gross_amount"') : text.index(
+    def deploy_keeping_gross_until(until: str) -> None:
+        text = (project / DAILY).read_text()
+        if "[deprecated]" in text:
+            start = text.index("[deprecated]")
+            text = text[:start] + text[text.index("[columns]") :]
+        (project / DAILY).write_text(
+            text.replace("[columns]\n", f'[deprecated]\ngross_revenue = "{until}"\n\n[columns]\n')
+        )
+        cli(project, "build")
+        cli(project, "validate", "daily_revenue", "--partitions", "2025-01-01")
+        cli(project, "deploy", "daily_revenue")
+
+    # v2 keeps gross_revenue for its readers until a date still to come
+    deploy_keeping_gross_until("2099-01-01")
+    kept = (project / DAILY).read_text()
+    gross_rule = kept[
+        kept.index('[[reconciliations]]\nname = "gross_amount"') : kept.index(
             '[[reconciliations]]\nname = "net_amount"'
         )
     ]
+    # v3 removes it (and what checked it)
     edit(
         project,
-        ('gross_revenue = "2025-02-01"\n', ""),
+        ('[deprecated]\ngross_revenue = "2099-01-01"\n\n', ""),
         ('gross_revenue = "DECIMAL(18, 2) NOT NULL"\n', ""),
         ("    CAST(sum(gross_amount) AS DECIMAL(18, 2)) AS gross_revenue,\n", ""),
         (gross_rule, ""),
         ('expression = "net_revenue <= gross_revenue"', 'expression = "net_revenue >= 0"'),
     )
+    removed = (project / DAILY).read_text()
     assert cli(project, "build").json()["models"][0]["change"] == "breaking"
     cli(project, "validate", "daily_revenue", "--partitions", "2025-01-01")
-    early = tidegate(
-        "deploy", "daily_revenue", "--as-of", "2025-01-15T00:00:00Z", "--project", project
-    )
+    early = tidegate("deploy", "daily_revenue", "--project", project)
     assert early.exit_code == 3
     assert "monthly_revenue (gross_revenue)" in early.stderr and "[deprecated]" in early.stderr
-    late = cli(project, "deploy", "daily_revenue", "--as-of", "2025-02-01T00:00:00Z").json()
+    # --as-of does not move the calendar a window is promised on
+    backdated = tidegate(
+        "deploy", "daily_revenue", "--as-of", "2100-01-01T00:00:00Z", "--project", project
+    )
+    assert backdated.exit_code == 3
+
+    # a window that has ended: the column may go though monthly_revenue still reads it
+    (project / DAILY).write_text(kept)
+    deploy_keeping_gross_until("2025-02-01")
+    (project / DAILY).write_text(removed)
+    assert cli(project, "build").json()["models"][0]["seq"] == 3
+    late = cli(project, "deploy", "daily_revenue", "--version", "v3").json()
     assert (late["seq"], late["forced"]) == (3, False)

@@ -67,3 +67,22 @@ def test_comments_and_case_do_not_change_a_definition() -> None:
         parse_query("select /* the total */ SUM(B) as TOTAL from T -- end"), ["total"]
     )
     assert plain == noisy
+
+
+def test_when_the_select_list_decides_the_rows_every_column_depends_on_all_of_it() -> None:
+    for grouped in (
+        "SELECT a, b % 2 AS odd, sum(c) AS total FROM t GROUP BY ALL",
+        "SELECT a, b % 2 AS odd, sum(c) AS total FROM t GROUP BY 1, 2",
+        "SELECT DISTINCT a, b % 2 AS odd, c AS total FROM t",
+        "SELECT a, b % 2 AS odd, sum(c) AS total FROM t GROUP BY a, odd",
+    ):
+        defs = column_definitions(parse_query(grouped), ["a", "odd", "total"])
+        changed = column_definitions(
+            parse_query(grouped.replace("b % 2", "b % 3")), ["a", "odd", "total"]
+        )
+        assert defs["total"] != changed["total"], grouped
+    # grouping by a plain column keeps the columns traceable one by one
+    plain = "SELECT a, sum(c) AS total, max(b % 2) AS odd FROM t GROUP BY a"
+    defs = column_definitions(parse_query(plain), ["total", "odd"])
+    changed = column_definitions(parse_query(plain.replace("b % 2", "b % 3")), ["total", "odd"])
+    assert defs["total"] == changed["total"] and defs["odd"] != changed["odd"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.domain.model import ChangeKind, Version
+from tidegate.domain.model import Version
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,12 @@ def deploy_decision(
     affected: Mapping[str, Sequence[str]],
 ) -> DeployDecision:
     """Whether `version` may become active: its newest gate must have passed. The first
-    version of a model needs none (nothing reads the model yet). A breaking change is refused
-    while downstream models read a column it removes or retypes (`affected`: model → those
-    columns): they must migrate first."""
+    version of a model needs none (nothing reads the model yet). A version that removes or
+    retypes a column downstream models read (`affected`: model → those columns, measured
+    against the active version, whatever the build called the change) is refused: they must
+    migrate first."""
     label = f"{version.model} v{version.seq}"
-    if version.change is ChangeKind.BREAKING and affected:
+    if affected:
         readers = ", ".join(
             f"{m} ({', '.join(sorted(cols))})" for m, cols in sorted(affected.items())
         )

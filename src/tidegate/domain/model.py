@@ -108,6 +108,12 @@ class ModelSpec:
         begin = first.start if first else end
         return PartitionRange(self.grain, begin, max(begin, end))
 
+    @property
+    def judged_against_previous(self) -> bool:
+        """Whether a check compares a partition with the one before it as published: its
+        batches must then publish one after another, not in parallel."""
+        return any(c.params.get("relative_to") == "previous" for c in self.checks)
+
     def due(self, now: int, newest_written: int | None, limit: int) -> PartitionRange:
         """What a scheduler tick at `now` runs: the partitions due by now (see
         domain/schedule.py) after `newest_written` (the end of the newest partition the active

@@ -109,6 +109,8 @@ class Executor:
         handles: list[Engine],
     ) -> None:
         began = self.timer.monotonic()
+        # a check against the previous partition reads what the batch before published
+        in_flight_limit = 1 if version.spec.judged_against_previous else options.max_concurrency
         starts: list[float] = []
         inflight: dict[Future[tuple[int, Work]], Batch] = {}
         exhausted = False
@@ -134,7 +136,7 @@ class Executor:
             halted = report.trigger is not None or report.stopped
             if (halted or exhausted) and not inflight:
                 return
-            if halted or exhausted or len(inflight) >= options.max_concurrency:
+            if halted or exhausted or len(inflight) >= in_flight_limit:
                 wait(inflight, return_when=FIRST_COMPLETED)
                 continue
             if options.stop_loss.max_source_rows is not None:

@@ -135,7 +135,17 @@ def start(
             )
         )
         on_start(run_id, plan)
-        return _execute(ctx, session, run_id, plan, IntervalSet(), stop_flag, on_outcome, timer)
+        return _execute(
+            ctx,
+            session,
+            run_id,
+            plan,
+            IntervalSet(),
+            stop_flag,
+            on_outcome,
+            timer,
+            request.force_paused,
+        )
 
 
 def resume(
@@ -154,6 +164,9 @@ def resume(
         if run.status is RunStatus.RUNNING:
             raise UsageError(f"backfill {run_id} is running")
         plan = BackfillPlan.from_json(run.plan or "")
+        held = _held(ctx, plan)
+        if held is not None:
+            raise RefusedError(f"backfill {run_id} cannot resume: {held}")
         done = IntervalSet.of(ctx.state.run_checkpoints(run_id))
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
@@ -169,6 +182,7 @@ def _execute(
     stop_flag: threading.Event,
     on_outcome: Callable[[Outcome], None],
     timer: Timer | None,
+    force_paused: bool = False,
 ) -> Result:
     version = ctx.state.get_version(plan.version_id)
     if version is None:
@@ -177,7 +191,11 @@ def _execute(
         max_concurrency=plan.max_concurrency,
         rate_per_minute=plan.rate_per_minute,
         stop_loss=plan.stop_loss,
-        stop_requested=lambda: stop_flag.is_set() or ctx.state.stop_requested(run_id),
+        stop_requested=lambda: (
+            stop_flag.is_set()
+            or ctx.state.stop_requested(run_id)
+            or _held(ctx, plan, force_paused) is not None
+        ),
         on_outcome=on_outcome,
     )
     try:
@@ -189,10 +207,31 @@ def _execute(
             run_id, RunStatus.INTERRUPTED, "aborted (Ctrl-C twice)", stamp(ctx.clock)
         )
         raise
+    except Exception as error:
+        # the run must not stay "running"; attempts left mid-way are settled by the next
+        # writer from the warehouse markers, and `resume` continues from the checkpoints
+        ctx.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(ctx.clock))
+        raise
     status, reason = _verdict(report)
     trigger = None if report.trigger is None else _trigger_text(report.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
     return Result(run_id, plan, status, report, reason)
+
+
+def _held(ctx: Context, plan: BackfillPlan, force_paused: bool = False) -> str | None:
+    """Why an operator's later decision holds this backfill back: its model was paused, or its
+    version was rolled back. (A newer deploy does not: a backfill keeps its recorded version.)"""
+    state = ctx.state.model_state(plan.model)
+    if state is not None and state.paused and not force_paused:
+        return f"{plan.model} is paused"
+    if state is not None and state.active_version != plan.version_id:
+        rolled_back = any(
+            e.kind == "rollback" and (e.detail or {}).get("previous") == plan.version_id
+            for e in ctx.state.events(plan.model)
+        )
+        if rolled_back:
+            return f"{plan.model} was rolled back from the version this backfill writes"
+    return None
 
 
 def _trigger_text(trigger: Trigger) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.clock import stamp
-from tidegate.domain.errors import UsageError
+from tidegate.domain.errors import TidegateError, UsageError
 from tidegate.domain.model import Version
 from tidegate.execution.executor import Outcome
 from tidegate.execution.session import WriterSession
@@ -43,10 +43,11 @@ def pending_deploys(ctx: Context, versions: list[Version]) -> list[Pending]:
 
 def shadow_previous(
     session: WriterSession, run_id: str, pending: list[Pending], outcomes: list[Outcome]
-) -> list[tuple[Pending, str]]:
+) -> list[tuple[Pending, str, str | None]]:
     """For each deploy this run confirmed: its first published partition, computed again by
-    the previous version into that version's shadow table."""
-    compared = []
+    the previous version into that version's shadow table (or why it could not be: a check
+    after the run succeeded must never fail it)."""
+    compared: list[tuple[Pending, str, str | None]] = []
     for deploy in pending:
         if session.state.confirming_run(deploy.version.model) != run_id:
             continue
@@ -55,20 +56,27 @@ def shadow_previous(
             for o in outcomes
             if o.model == deploy.version.model and o.state is AttemptState.PUBLISHED
         )
-        shadow_run(session, deploy.previous, first.partition, run_id)
-        compared.append((deploy, first.label))
+        try:
+            verdict, _ = shadow_run(session, deploy.previous, first.partition, run_id)
+        except TidegateError as error:
+            compared.append((deploy, first.label, f"v{deploy.previous.seq} could not run: {error}"))
+            continue
+        failed = None if verdict.rows is not None else f"v{deploy.previous.seq}: {verdict.reason}"
+        compared.append((deploy, first.label, failed))
     return compared
 
 
-def record(ctx: Context, compared: list[tuple[Pending, str]]) -> list[str]:
+def record(ctx: Context, compared: list[tuple[Pending, str, str | None]]) -> list[str]:
     """Diff each confirmed deploy's first partition against the previous version; record it."""
     notes = []
-    for deploy, label in compared:
+    for deploy, label, problem in compared:
         version, previous = deploy.version, deploy.previous
         detail: dict[str, object] = {"partition": label, "against": f"v{previous.seq}"}
         try:
+            if problem is not None:
+                raise UsageError(problem)
             found = diff(ctx, version.model, previous.version_id, version.version_id, label)
-        except UsageError as error:
+        except TidegateError as error:
             detail |= {"agree": None, "note": str(error)}
             verdict = f"not compared ({error})"
         else:

@@ -4,6 +4,7 @@ and why."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, datetime, timezone
 
 from tidegate.domain.clock import stamp
 from tidegate.domain.errors import RefusedError, UsageError
@@ -82,19 +83,27 @@ def _affected_readers(ctx: Context, version: Version) -> dict[str, list[str]]:
     active = ctx.state.active_version(version.model)
     if active is None:
         return {}
-    today = ctx.clock.now().date().isoformat()
-    # a column deprecated until a date that has passed: its compatibility window is over
-    expired = {column for column, until in active.spec.deprecated if until <= today}
+    # A window ends by the calendar, not by --as-of: a backdated or future "now" must not end
+    # what readers were promised. The column may go the day after its date.
+    today = datetime.now(timezone.utc).date()
+    expired = {
+        column for column, until in active.spec.deprecated if date.fromisoformat(until) < today
+    }
     broken = broken_columns(active.spec.columns, version.spec.columns) - expired
     if not broken:
         return {}
     schema = {version.model: {c.name: c.type for c in active.spec.columns}}
-    affected = {}
-    for name, spec in ctx.project.models.items():
-        if version.model in spec.upstream:
-            read = columns_read(parse_query(spec.sql), schema).get(version.model, set())
-            if read & broken:
-                affected[name] = sorted(read & broken)
+    affected: dict[str, list[str]] = {}
+    for name, project_spec in ctx.project.models.items():
+        # what runs downstream today, and what its files would deploy next
+        running = ctx.state.active_version(name)
+        readers = [project_spec, *([running.spec] if running else [])]
+        read: set[str] = set()
+        for reader in readers:
+            if version.model in reader.upstream:
+                read |= columns_read(parse_query(reader.sql), schema).get(version.model, set())
+        if read & broken:
+            affected[name] = sorted(read & broken)
     return affected
 
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidegate.domain.model import Version
-from tidegate.domain.partitions import PartitionKey, PartitionRange, following, to_epoch, to_utc
-from tidegate.domain.schedule import next_fire
+from tidegate.domain.partitions import (
+    PartitionKey,
+    PartitionRange,
+    floor,
+    following,
+    to_epoch,
+    to_utc,
+)
+from tidegate.domain.schedule import last_fire, next_fire
 from tidegate.ops.context import Context
 
 # At most this many due partitions per model and tick: a longer gap is a backfill's job.
@@ -17,9 +24,16 @@ EVERYTHING = (-(2**62), 2**62)
 def due_partitions(ctx: Context, version: Version) -> PartitionRange:
     """What a scheduler tick runs for `version` now: the partitions due since the newest one it
     published (idempotent: nothing when it is up to date)."""
-    written = ctx.state.published_intervals(version.model, *EVERYTHING, version.version_id)
+    spec = version.spec
+    now = to_epoch(ctx.clock.now())
+    # only what was published among the partitions due by now: one written ahead of time (an
+    # explicit run of a future day) must not hide the ones before it
+    due_end = floor(spec.grain, last_fire(spec.schedule, now))
+    written = ctx.state.published_intervals(
+        version.model, EVERYTHING[0], due_end, version.version_id
+    )
     newest = max((end for _, end in written), default=None)
-    return version.spec.due(to_epoch(ctx.clock.now()), newest, CATCH_UP)
+    return spec.due(now, newest, CATCH_UP)
 
 
 @dataclass(frozen=True)

@@ -312,13 +312,15 @@ def _build_spec(
                 model.header_line("deprecated", column),
             )
         try:
-            date.fromisoformat(until)
+            valid = date.fromisoformat(until).isoformat() == until
         except ValueError:
+            valid = False
+        if not valid:
             raise ConfigError(
                 model.path,
                 f"deprecated.{column}: {until!r} is not a date (YYYY-MM-DD)",
                 model.header_line("deprecated", column),
-            ) from None
+            )
     if header.schedule is not None and not schedule.is_valid(header.schedule):
         raise ConfigError(
             model.path,

@@ -47,10 +47,7 @@ def column_definitions(query: exp.Query, columns: Sequence[str]) -> dict[str, st
     traceable select list every column gets the whole query."""
     query = normalize_identifiers(query.copy(), dialect=DIALECT)
     whole = normalized(query)
-    if not isinstance(query, exp.Select) or any(
-        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star)
-        for e in query.expressions
-    ):
+    if not isinstance(query, exp.Select) or _rows_depend_on_select_list(query):
         return dict.fromkeys(columns, whole)
     by_name = {e.alias_or_name: e for e in query.expressions}
     skeleton = query.copy()
@@ -64,6 +61,34 @@ def column_definitions(query: exp.Query, columns: Sequence[str]) -> dict[str, st
             continue
         found[name] = f"{rows}\n{normalized(exp.select(expression.copy()))}"
     return found
+
+
+def _rows_depend_on_select_list(query: exp.Select) -> bool:
+    """Whether the select list decides which rows exist (then no column can be traced alone):
+    a `*`, DISTINCT, GROUP BY ALL or by position, or grouping/filtering on a select alias."""
+    if query.args.get("distinct") or any(
+        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star)
+        for e in query.expressions
+    ):
+        return True
+    group = query.args.get("group")
+    if group is not None and (
+        group.args.get("all") or any(isinstance(e, exp.Literal) for e in group.expressions)
+    ):
+        return True
+    renamed = {
+        e.alias
+        for e in query.expressions
+        if isinstance(e, exp.Alias)
+        and not (isinstance(e.this, exp.Column) and e.this.name == e.alias)
+    }
+    clauses = [query.args.get(k) for k in ("group", "having", "qualify")]
+    return any(
+        column.name in renamed and not column.table
+        for clause in clauses
+        if clause is not None
+        for column in clause.find_all(exp.Column)
+    )
 
 
 def _reads_table(query: exp.Query, name: str) -> bool:

@@ -84,7 +84,7 @@ class StateStore(Protocol):
         """Record a validation gate and its history event."""
 
     def gates(self, model: str) -> list[Gate]:
-        """Every gate of `model`, oldest first."""
+        """Every gate of `model` in the order recorded (the newest last)."""
 
     def events(self, model: str) -> list[Event]: ...
 

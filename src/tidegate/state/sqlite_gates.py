@@ -32,7 +32,9 @@ class GateTables(VersionTables):
 
     def gates(self, model: str) -> list[Gate]:
         rows = self._all(
-            "SELECT * FROM gates WHERE model = ? ORDER BY created_at, gate_id", (model,)
+            # the ledger's own order: a gate's stamp may be backdated with --as-of
+            "SELECT * FROM gates WHERE model = ? ORDER BY rowid",
+            (model,),
         )
         return [_gate(r) for r in rows]
 
