@@ -13,7 +13,8 @@ from tidegate.ops.build import Built
 from tidegate.ops.run import RunResult
 
 # Wide enough for ids and checksums when output goes to a file or a pipe.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+# markup off: names, reasons and messages come from users, and "[x]" in them is text
+console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
 
 
 def built_doc(built: Built) -> dict[str, Any]:
