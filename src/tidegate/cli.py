@@ -250,8 +250,9 @@ def fail(message: str, code: int, as_json: bool) -> None:
 def _register() -> None:
     from tidegate.cli_backfill import backfill
     from tidegate.cli_lifecycle import deploy, pause, rollback, unpause, validate
+    from tidegate.cli_rerun import rerun
 
-    for command in (validate, deploy, rollback, pause, unpause, backfill):
+    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun):
         cli.add_command(command)
     from tidegate.cli_diff import diff
 

@@ -108,7 +108,9 @@ def status(document: dict[str, Any]) -> None:
         counts = m["partitions"]
         last = m["last_run"]
         table.add_row(
-            m["model"] + (" (paused)" if m["paused"] else ""),
+            m["model"]
+            + (" (paused)" if m["paused"] else "")
+            + (" (not deterministic)" if m["nondeterministic"] else ""),
             m["grain"],
             _active(m),
             str(counts["published"]),

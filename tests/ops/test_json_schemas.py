@@ -44,6 +44,9 @@ PRODUCED = {
     "diff": "diff",
     "deploy with a failing check": "deploy",
     "run failed check": "run-result",
+    "rerun dry run": "rerun",
+    "rerun": "rerun",
+    "show run rerun": "run",
     "status": "status",
     "status MODEL": "status",
     "show partition stale": "partition",
@@ -181,6 +184,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     failed = out.cli(
         "run failed check", "run", "daily_revenue", "--partition", "2025-03-03", *p, code=1
     )
+    out.cli("rerun dry run", "rerun", failed[0]["run_id"], "--dry-run", *p)
+    [rerun] = out.cli("rerun", "rerun", failed[0]["run_id"], *p, code=1)
+    out.cli("show run rerun", "show", "run", rerun["run_id"], *p)
     out.cli("status", "status", *p)
     out.cli("status MODEL", "status", "daily_revenue", *p)
     out.cli("show partition stale", "show", "partition", "daily_revenue", "2025-03-01", *p)
@@ -300,6 +306,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "deploy",
         "gate",
         "diff",
+        "rerun",
         "rollback",
         "pause",
         "history",

@@ -83,6 +83,11 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             "paused": bool(model_state and model_state.paused),
             "deployed_at": model_state.deployed_at if model_state else None,
             "deploy": _deploy_doc(ctx, name, active, model_state),
+            "nondeterministic": active is not None
+            and any(
+                e.kind == "nondeterministic" and e.version_id == active.version_id
+                for e in ctx.state.events(name)
+            ),
             "next_partition": _next_partition(ctx, active, model_state),
             "partitions": counts,
             "last_run": None

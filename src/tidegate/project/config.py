@@ -41,11 +41,17 @@ class SourceSection(_Strict):
     min_rows: int = Field(default=1, ge=0)
 
 
+class RerunSection(_Strict):
+    # a rerun of more partitions than this needs `--approve "reason"`
+    max_partitions: int = Field(default=31, ge=1)
+
+
 class ProjectFile(_Strict):
     project: ProjectSection
     warehouse: WarehouseSection = WarehouseSection()
     state: StateSection = StateSection()
     sources: dict[str, SourceSection] = {}
+    rerun: RerunSection = RerunSection()
 
 
 def read_project_file(root: Path) -> ProjectFile:

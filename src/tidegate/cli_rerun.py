@@ -1,0 +1,127 @@
+"""`tidegate rerun RUN_ID`: the rerun judgment, then the rerun it allows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tidegate.cli import common, emit, fail
+
+if TYPE_CHECKING:
+    from tidegate.ops.rerun import Plan, Result
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--model", default=None, help="Which model, when the run wrote several.")
+@click.option("--partitions", default=None, help="Rerun this range instead (START..END).")
+@click.option("--version", "version_ref", default=None, help="Rerun with vN (default: active).")
+@click.option("--dry-run", is_flag=True, help="Print the judgment; touch nothing.")
+@click.option("--approve", default=None, help="Approve what needs it, with this reason.")
+@click.option("--as", "approver", default=None, help="Who approves (default: the OS user).")
+@click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
+@common
+def rerun(
+    ctx: Any,
+    as_json: bool,
+    run_id: str,
+    model: str | None,
+    partitions: str | None,
+    version_ref: str | None,
+    dry_run: bool,
+    approve: str | None,
+    approver: str | None,
+    wait: bool,
+) -> None:
+    """Judge what rerunning RUN_ID's failed and never-started partitions would do, then do it."""
+    from tidegate.ops import rerun as op
+
+    if approver is not None:
+        ctx = replace(ctx, actor=approver)
+    plan = op.judge_rerun(ctx, run_id, model, partitions, version_ref)
+    if dry_run:
+        emit(as_json, _document(plan, None), lambda: _judgment(plan))
+        return
+    if not as_json:
+        _judgment(plan)
+    result = op.rerun(ctx, plan, approve)
+    emit(as_json, _document(plan, result), lambda: _result(result))
+    if result.status.value != "succeeded":
+        fail(f"rerun {result.run_id} failed: {result.reason}", 1, as_json=False)
+
+
+def _document(plan: Plan, result: Result | None) -> dict[str, Any]:
+    from tidegate.ops.rerun import plan_document
+
+    approval = result.approval if result else None
+    return {
+        "schema": "tidegate.rerun/v1",
+        **plan_document(plan, approval),
+        "dry_run": result is None,
+        "run_id": result.run_id if result else None,
+        "status": result.status.value if result else None,
+        "reason": result.reason if result else None,
+        "outcomes": [
+            {
+                "partition": o.label,
+                "state": o.state.value,
+                "checksum": o.checksum,
+                "reason": o.reason,
+            }
+            for o in (result.outcomes if result else ())
+        ],
+        "proofs": [
+            {
+                "partition": p.partition,
+                "before": p.before,
+                "after": p.after,
+                "same_inputs": p.same_inputs,
+                "deterministic": p.deterministic,
+            }
+            for p in (result.proofs if result else ())
+        ],
+    }
+
+
+def _judgment(plan: Plan) -> None:
+    from rich.table import Table
+
+    from tidegate.render import console
+
+    console.print(
+        f"rerun judgment for {plan.model} in {plan.of_run}, with v{plan.version.seq} "
+        f"({plan.version.version_id}):"
+    )
+    table = Table("partition", "state", "written by", "verdict", "reason")
+    for j in plan.judgments:
+        f = j.facts
+        writer = f"{f.writer_version} in {f.writer_run}" if f.writer_version else "-"
+        table.add_row(f.label, f.state or "never started", writer, j.verdict.value, j.reason)
+    console.print(table)
+
+
+def _result(result: Result) -> None:
+    from tidegate.render import console
+
+    published = sum(o.state.value == "published" for o in result.outcomes)
+    console.print(
+        f"{result.run_id}: {result.status.value}; {published} of {len(result.outcomes)} "
+        "partition(s) published"
+        + (
+            f"; approved by {result.approval.by}: {result.approval.reason}"
+            if result.approval
+            else ""
+        )
+    )
+    for o in result.outcomes:
+        if o.state.value != "published":
+            console.print(f"  {o.label}: {o.state.value} — {o.reason}")
+    for p in result.proofs:
+        verdict = {
+            True: "same checksum: deterministic",
+            False: "DIFFERENT checksum on the same inputs: not deterministic",
+            None: "inputs changed since (late rows): nothing to prove",
+        }[p.deterministic]
+        console.print(f"  {p.partition}: {p.before} → {p.after}: {verdict}")

@@ -1,0 +1,336 @@
+"""Rerun: judge what rerunning a run's partitions would do, then do exactly that, and prove it.
+
+The scope is a run's partitions: those it failed, skipped or never started are selected; those
+it published stay untouched. `--partitions` selects a range instead. The judgment (see
+domain/rerun.py) is printed before anything is touched; partitions that need approval run only
+with `--approve`, refused ones never. After the rerun, a partition whose version and inputs are
+unchanged must have the checksum it had before: otherwise the model is not deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.backfill import BackfillPlan
+from tidegate.domain.clock import SystemTimer, stamp
+from tidegate.domain.errors import RefusedError, UsageError
+from tidegate.domain.ids import looks_like_run_id, new_run_id
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import IntervalSet, PartitionKey, PartitionRange, parse_range
+from tidegate.domain.rerun import Facts, Judgment, Rules, judge, needs_approval
+from tidegate.domain.run import Attempt, Input, Run
+from tidegate.execution.executor import Options, Outcome
+from tidegate.execution.session import writer_session
+from tidegate.ops.context import Context
+from tidegate.ops.deploy import resolve
+from tidegate.state.base import Event
+
+KIND = "rerun"
+LIVE = frozenset({"pending", "running", "staged", "audited"})
+
+
+@dataclass(frozen=True)
+class Plan:
+    of_run: str
+    model: str
+    version: Version
+    judgments: list[Judgment]
+
+    @property
+    def to_run(self) -> list[Judgment]:
+        return [j for j in self.judgments if j.runs]
+
+
+@dataclass(frozen=True)
+class Approval:
+    by: str
+    at: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A rerun partition that had been published before: did it come out the same?"""
+
+    partition: str
+    before: str
+    after: str
+    same_inputs: bool
+
+    @property
+    def deterministic(self) -> bool | None:
+        """None when the inputs changed: nothing to prove."""
+        return (self.before == self.after) if self.same_inputs else None
+
+
+@dataclass(frozen=True)
+class Result:
+    plan: Plan
+    run_id: str
+    status: RunStatus
+    reason: str | None
+    outcomes: tuple[Outcome, ...]
+    proofs: tuple[Proof, ...]
+    approval: Approval | None
+
+
+def judge_rerun(
+    ctx: Context,
+    run_id: str,
+    model: str | None,
+    partitions: str | None,
+    version_ref: str | None,
+) -> Plan:
+    if not looks_like_run_id(run_id):
+        raise UsageError(f"{run_id!r} is not a run id (run-…)")
+    run = ctx.state.get_run(run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id}")
+    name = _model_of(run, model)
+    ctx.project.model(name)
+    version = resolve(ctx, name, version_ref) if version_ref else ctx.state.active_version(name)
+    if version is None:
+        raise UsageError(f"model {name!r} has no active version; run `tidegate deploy {name}`")
+    spec = version.spec
+    attempted: dict[int, Attempt] = {}
+    for attempt in ctx.state.attempts_of_run(run_id):
+        if attempt.model == name:
+            known = attempted.get(attempt.partition_start)
+            if known is None or attempt.attempt_id > known.attempt_id:
+                attempted[attempt.partition_start] = attempt
+    if partitions is not None:
+        chosen = parse_range(partitions, spec.grain, spec.keys)
+        scope = {k.start: k for k in chosen}
+        selected = set(scope)
+    else:
+        scope = {k.start: k for k in _planned(run, version)}
+        for start, attempt in attempted.items():
+            scope.setdefault(
+                start, PartitionKey(spec.grain, attempt.partition_start, attempt.partition_end)
+            )
+        selected = set()
+    # a run marked running whose process is gone holds nothing: the next writer settles it
+    live_runs = {r.run_id for r in ctx.state.live_runs() if _alive(r.pid)}
+    facts = []
+    for start in sorted(scope):
+        key = scope[start]
+        row = ctx.state.partition(name, start)
+        mine = attempted.get(start)
+        published_here = mine is not None and mine.state is AttemptState.PUBLISHED
+        published_since = row is not None and row.attempt_id is not None and not published_here
+        is_selected = start in selected or (
+            partitions is None and not published_here and not published_since
+        )
+        live = row is not None and row.last_state.value in LIVE
+        holder = ctx.state.get_attempt(row.last_attempt_id) if live and row else None
+        facts.append(
+            Facts(
+                label=key.label(spec.keys),
+                start=start,
+                end=key.end,
+                selected=is_selected,
+                state=row.last_state.value if row else None,
+                writer_version=row.version_id if row and row.attempt_id else None,
+                writer_run=row.run_id if row else None,
+                published_at=row.published_at if row else None,
+                locked_by=holder.run_id if holder and holder.run_id in live_runs else None,
+            )
+        )
+    rules = Rules(
+        target_version=version.version_id,
+        write_mode=spec.write_mode.value,
+        unique_key=spec.unique_key,
+        max_partitions=ctx.project.settings.rerun.max_partitions,
+    )
+    return Plan(run_id, name, version, judge(facts, rules))
+
+
+def rerun(ctx: Context, plan: Plan, approve: str | None) -> Result:
+    """Execute the plan's safe partitions, and those needing approval when `approve` gives
+    the reason; record the judgment and the approval with the run; prove idempotency."""
+    waiting = needs_approval(plan.judgments)
+    if waiting and not approve:
+        labels = ", ".join(j.facts.label for j in waiting[:5])
+        raise RefusedError(
+            f"{len(waiting)} partition(s) need approval ({labels}"
+            f"{', …' if len(waiting) > 5 else ''}): {waiting[0].reason}; rerun with "
+            '--approve "reason"'
+        )
+    state = ctx.state.model_state(plan.model)
+    if state is not None and state.paused:
+        raise RefusedError(f"model {plan.model!r} is paused; `tidegate unpause {plan.model}` first")
+    to_run = plan.to_run
+    if not to_run:
+        raise UsageError(
+            f"nothing to rerun in {plan.of_run}: every partition is untouched or refused"
+        )
+    approval = Approval(ctx.actor, stamp(ctx.clock), approve) if waiting and approve else None
+    before = {j.facts.start: _published(ctx, plan.model, j.facts.start) for j in to_run}
+    spec = plan.version.spec
+    with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        run_id = new_run_id()
+        ctx.state.create_run(
+            Run(
+                run_id=run_id,
+                kind=KIND,
+                models=(plan.model,),
+                partitions=f"{len(to_run)} partition(s) of {plan.of_run}",
+                requester=ctx.actor,
+                status=RunStatus.RUNNING,
+                started_at=stamp(ctx.clock),
+                pid=os.getpid(),
+                plan=json.dumps(plan_document(plan, approval), sort_keys=True),
+            )
+        )
+        if approval is not None:
+            ctx.state.record_event(
+                Event(
+                    kind="approval",
+                    actor=approval.by,
+                    at=approval.at,
+                    model=plan.model,
+                    version_id=plan.version.version_id,
+                    run_id=run_id,
+                    reason=approval.reason,
+                    detail={
+                        "rerun_of": plan.of_run,
+                        "partitions": [j.facts.label for j in waiting],
+                    },
+                )
+            )
+        outcomes: list[Outcome] = []
+        batches = enumerate(PartitionRange(spec.grain, j.facts.start, j.facts.end) for j in to_run)
+        try:
+            session.executor(SystemTimer()).execute(
+                run_id, plan.version, batches, Options(on_outcome=outcomes.append)
+            )
+        except KeyboardInterrupt:
+            ctx.state.finish_run(
+                run_id, RunStatus.INTERRUPTED, "interrupted (Ctrl-C)", stamp(ctx.clock)
+            )
+            raise
+        proofs = _prove(ctx, plan, before, outcomes)
+        for proof in proofs:
+            if proof.deterministic is False:
+                ctx.state.record_event(
+                    Event(
+                        kind="nondeterministic",
+                        actor=ctx.actor,
+                        at=stamp(ctx.clock),
+                        model=plan.model,
+                        version_id=plan.version.version_id,
+                        run_id=run_id,
+                        detail={
+                            "partition": proof.partition,
+                            "before": proof.before,
+                            "after": proof.after,
+                        },
+                    )
+                )
+        bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
+        flaky = [p for p in proofs if p.deterministic is False]
+        status = RunStatus.FAILED if bad or flaky else RunStatus.SUCCEEDED
+        reason = (
+            f"{len(bad)} of {len(outcomes)} partition(s) not published"
+            if bad
+            else f"not deterministic: {len(flaky)} partition(s) changed on the same inputs"
+            if flaky
+            else None
+        )
+        ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
+    return Result(plan, run_id, status, reason, tuple(outcomes), tuple(proofs), approval)
+
+
+def plan_document(plan: Plan, approval: Approval | None) -> dict[str, Any]:
+    return {
+        "rerun_of": plan.of_run,
+        "model": plan.model,
+        "version_id": plan.version.version_id,
+        "seq": plan.version.seq,
+        "judgment": [
+            {
+                "partition": j.facts.label,
+                "state": j.facts.state,
+                "written_by_version": j.facts.writer_version,
+                "written_by_run": j.facts.writer_run,
+                "published_at": j.facts.published_at,
+                "verdict": j.verdict.value,
+                "reason": j.reason,
+            }
+            for j in plan.judgments
+        ],
+        "approval": None
+        if approval is None
+        else {"by": approval.by, "at": approval.at, "reason": approval.reason},
+    }
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _model_of(run: Run, model: str | None) -> str:
+    if model is not None:
+        if model not in run.models:
+            raise UsageError(f"run {run.run_id} did not write {model!r} ({', '.join(run.models)})")
+        return model
+    if len(run.models) != 1:
+        raise UsageError(
+            f"run {run.run_id} wrote {', '.join(run.models) or 'nothing'}; name one with --model"
+        )
+    return run.models[0]
+
+
+def _planned(run: Run, version: Version) -> list[PartitionKey]:
+    """The partitions the run set out to write (a backfill's plan, or a run's range)."""
+    spec = version.spec
+    if run.plan and run.kind == "backfill":
+        selection = IntervalSet(BackfillPlan.from_json(run.plan).selection)
+        return [k for r in selection.ranges(spec.grain) for k in r]
+    if run.kind == "run" and run.partitions not in ("due", ""):
+        return list(parse_range(run.partitions, spec.grain, spec.keys))
+    return []
+
+
+def _published(ctx: Context, model: str, start: int) -> tuple[str, str, list[Input]] | None:
+    """(version, checksum, inputs) of what is published there now."""
+    row = ctx.state.partition(model, start)
+    if row is None or row.attempt_id is None or row.version_id is None or row.checksum is None:
+        return None
+    return row.version_id, row.checksum, ctx.state.inputs(row.attempt_id)
+
+
+def _prove(
+    ctx: Context,
+    plan: Plan,
+    before: dict[int, tuple[str, str, list[Input]] | None],
+    outcomes: list[Outcome],
+) -> list[Proof]:
+    proofs = []
+    for outcome in outcomes:
+        earlier = before.get(outcome.partition.start)
+        if earlier is None or outcome.state is not AttemptState.PUBLISHED:
+            continue
+        version, checksum, inputs = earlier
+        if version != plan.version.version_id or outcome.checksum is None:
+            continue
+        now = ctx.state.inputs(outcome.attempt_id)
+        same = _fingerprints(inputs) == _fingerprints(now)
+        proofs.append(Proof(outcome.label, checksum, outcome.checksum, same))
+    return proofs
+
+
+def _fingerprints(inputs: list[Input]) -> list[tuple[str, str, int, int, str | None]]:
+    return sorted((i.upstream, i.kind, i.range_start, i.range_end, i.fingerprint) for i in inputs)
