@@ -654,3 +654,61 @@ class StateStoreContract:
         )
         assert [r.run_id for r in store.runs()] == [RUN_A]
         assert store.runs(kind="no such kind") == []
+
+    # outbox ---------------------------------------------------------------------------------
+    # Events waiting for delivery to notification targets (tidegate.notify.outbox).
+
+    def test_outbox_rows_are_queued_in_order_and_due_at_once(self, store: StateStore) -> None:
+        ids = store.add_outbox(
+            [("hook", '{"n":1}'), ("journal", '{"n":2}'), ("hook", '{"n":3}')], AT
+        )
+        assert ids == sorted(ids) and len(set(ids)) == 3
+        assert [
+            (r.id, r.target, r.payload, r.created_at, r.attempts, r.next_attempt_at)
+            for r in store.outbox()
+        ] == [
+            (ids[0], "hook", '{"n":1}', AT, 0, AT),
+            (ids[1], "journal", '{"n":2}', AT, 0, AT),
+            (ids[2], "hook", '{"n":3}', AT, 0, AT),
+        ]
+        assert all(r.delivered_at is None and r.last_error is None for r in store.outbox())
+        assert [r.id for r in store.outbox(target="hook")] == [ids[0], ids[2]]
+        assert store.add_outbox([], AT) == []
+
+    def test_outbox_claims_only_the_due_head_of_a_target(self, store: StateStore) -> None:
+        latest = "2025-01-02T02:00:00.000000+00:00"
+        first, second = store.add_outbox([("hook", "1"), ("hook", "2")], AT)
+        claimed = store.claim_outbox("hook", AT, LATER)
+        assert claimed is not None
+        assert (claimed.id, claimed.attempts, claimed.next_attempt_at) == (first, 1, LATER)
+        # claimed: not due again before LATER, and the second row may not overtake it
+        assert store.claim_outbox("hook", AT, LATER) is None
+        store.mark_outbox_failed(first, "HTTP 503 Service Unavailable", LATER)
+        failed = store.outbox()[0]
+        assert (
+            failed.attempts,
+            failed.last_error,
+            failed.next_attempt_at,
+            failed.delivered_at,
+        ) == (
+            1,
+            "HTTP 503 Service Unavailable",
+            LATER,
+            None,
+        )
+        assert store.claim_outbox("hook", AT, LATER) is None
+        assert store.claim_outbox("elsewhere", latest, latest) is None
+        again = store.claim_outbox("hook", LATER, latest)
+        assert again is not None and (again.id, again.attempts) == (first, 2)
+        store.mark_outbox_delivered(first, LATER)
+        store.mark_outbox_delivered(first, latest)  # the first delivery time stays
+        store.mark_outbox_failed(first, "too late", latest)  # a delivered row is not reopened
+        done = store.outbox()[0]
+        assert (done.delivered_at, done.last_error, done.attempts) == (
+            LATER,
+            "HTTP 503 Service Unavailable",
+            2,
+        )
+        assert [r.id for r in store.outbox(pending_only=True)] == [second]
+        after = store.claim_outbox("hook", LATER, latest)
+        assert after is not None and after.id == second

@@ -16,6 +16,7 @@ from tidegate.domain.gate import Gate
 from tidegate.domain.model import Version
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
+from tidegate.notify.row import OutboxRow
 
 
 @dataclass(frozen=True)
@@ -202,3 +203,24 @@ class StateStore(Protocol):
         """Counts by state: published (by the active version), stale, failed, running."""
 
     def close(self) -> None: ...
+
+    # outbox ----------------------------------------------------------------------------
+    # Events waiting for delivery to notification targets (tidegate.notify.outbox).
+    # Timestamps are ledger stamps (ISO-8601 UTC, microseconds), compared as text.
+    def add_outbox(self, entries: Sequence[tuple[str, str]], at: str) -> list[int]:
+        """Queue (target, payload JSON) rows, due at once, in one transaction; their ids in
+        order."""
+
+    def claim_outbox(self, target: str, now: str, until: str) -> OutboxRow | None:
+        """The oldest undelivered row of `target` if it is due at `now`, counted as one more
+        attempt and not due again before `until` (so a concurrent delivery skips it); None when
+        the target has nothing due. A later row never goes before an earlier one."""
+
+    def mark_outbox_delivered(self, row_id: int, at: str) -> None:
+        """Record the row delivered; a row already delivered keeps its first time."""
+
+    def mark_outbox_failed(self, row_id: int, error: str, next_attempt_at: str) -> None:
+        """Record why the attempt failed and when to try again; the row stays queued."""
+
+    def outbox(self, target: str | None = None, pending_only: bool = False) -> list[OutboxRow]:
+        """Outbox rows (of `target`, or undelivered only), oldest first."""

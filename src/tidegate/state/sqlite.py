@@ -10,6 +10,7 @@ from pathlib import Path
 from tidegate.domain.errors import StateStoreError
 from tidegate.state.sqlite_attempts import AttemptTables
 from tidegate.state.sqlite_gates import GateTables
+from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
 from tidegate.state.sqlite_runs import RunTables
 
@@ -30,7 +31,7 @@ def migrations() -> list[tuple[int, str]]:
 SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
-class SQLiteStateStore(GateTables, RunTables, AttemptTables, PartitionTables):
+class SQLiteStateStore(GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables):
     """The embedded ledger, one SQLite file in WAL mode."""
 
     def __init__(self, path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Delivery of lineage events and consumer notices: builders, an outbox in the ledger, targets."""
