@@ -213,6 +213,9 @@ def rerun(ctx: Context, plan: Plan, approve: str | None) -> Result:
                 run_id, RunStatus.INTERRUPTED, "interrupted (Ctrl-C)", stamp(ctx.clock)
             )
             raise
+        except Exception as error:
+            ctx.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(ctx.clock))
+            raise
         proofs = _prove(ctx, plan, before, outcomes)
         for proof in proofs:
             if proof.deterministic is False:
