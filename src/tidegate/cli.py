@@ -250,9 +250,10 @@ def fail(message: str, code: int, as_json: bool) -> None:
 def _register() -> None:
     from tidegate.cli_backfill import backfill
     from tidegate.cli_lifecycle import deploy, pause, rollback, unpause, validate
+    from tidegate.cli_notify import deliver
     from tidegate.cli_rerun import rerun
 
-    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun):
+    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun, deliver):
         cli.add_command(command)
     from tidegate.cli_diff import diff
 

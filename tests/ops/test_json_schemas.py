@@ -56,6 +56,7 @@ PRODUCED = {
     "show run succeeded": "run",
     "show run failed": "run",
     "history": "history",
+    "deliver": "deliver",
     "backfill dry run": "backfill-plan",
     "backfill halted by a stop-loss": "backfill-event",
     "backfill with skipped partitions": "backfill-event",
@@ -196,6 +197,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("show run succeeded", "show", "run", ok["run_id"], *p)
     out.cli("show run failed", "show", "run", failed[0]["run_id"], *p)
     out.cli("history", "history", "daily_revenue", *p)
+    out.cli("deliver", "deliver", *p)
     backfills(out, project, root / "backfills")
     out.cli("validate passed", "validate", "daily_revenue", "--version", "v1", "--sample", "2", *p)
     out.cli("rollback", "rollback", "daily_revenue", *p)
@@ -307,6 +309,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "gate",
         "diff",
         "rerun",
+        "deliver",
         "rollback",
         "pause",
         "history",

@@ -27,6 +27,7 @@ from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
+from tidegate.ops.announce import Published, announce, published_ranges
 from tidegate.ops.context import Context
 from tidegate.project import toml_errors
 
@@ -215,6 +216,19 @@ def _execute(
     status, reason = _verdict(report)
     trigger = None if report.trigger is None else _trigger_text(report.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
+    announce(
+        ctx,
+        run_id,
+        [
+            Published(
+                plan.model,
+                f"v{version.seq}",
+                published_ranges(ctx, run_id, plan.model),
+                status is RunStatus.FAILED,
+                reason,
+            )
+        ],
+    )
     return Result(run_id, plan, status, report, reason)
 
 

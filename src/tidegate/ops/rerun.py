@@ -25,6 +25,7 @@ from tidegate.domain.rerun import Facts, Judgment, Rules, judge, needs_approval
 from tidegate.domain.run import Attempt, Input, Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.session import writer_session
+from tidegate.ops.announce import Published, announce, published_ranges
 from tidegate.ops.context import Context
 from tidegate.ops.deploy import resolve
 from tidegate.state.base import Event
@@ -245,6 +246,19 @@ def rerun(ctx: Context, plan: Plan, approve: str | None) -> Result:
             else None
         )
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
+    announce(
+        ctx,
+        run_id,
+        [
+            Published(
+                plan.model,
+                f"v{plan.version.seq}",
+                published_ranges(ctx, run_id, plan.model),
+                status is RunStatus.FAILED,
+                reason,
+            )
+        ],
+    )
     return Result(plan, run_id, status, reason, tuple(outcomes), tuple(proofs), approval)
 
 

@@ -16,8 +16,11 @@ from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
 from tidegate.execution.session import writer_session
 from tidegate.ops import correctness
+from tidegate.ops.announce import Published, announce
 from tidegate.ops.context import Context
 from tidegate.ops.schedule import CATCH_UP, EVERYTHING, due_partitions
+
+FAILED = frozenset({AttemptState.FAILED, AttemptState.SKIPPED})
 
 
 @dataclass(frozen=True)
@@ -130,4 +133,22 @@ def run(
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
         confirmed = correctness.shadow_previous(session, run_id, pending, outcomes)
     notes += correctness.record(ctx, confirmed)
+    notes += announce(
+        ctx,
+        run_id,
+        [
+            Published(
+                version.model,
+                f"v{version.seq}",
+                tuple(
+                    o.label
+                    for o in outcomes
+                    if o.model == version.model and o.state is AttemptState.PUBLISHED
+                ),
+                any(o.model == version.model and o.state in FAILED for o in outcomes),
+                reason,
+            )
+            for version, _ in plan
+        ],
+    )
     return RunResult(run_id, status, reason, tuple(outcomes), session.reconciliation, tuple(notes))

@@ -6,10 +6,11 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import Source
+from tidegate.notify.config import Consumer, NotifyTarget, check_references
 from tidegate.project import toml_errors
 
 PROJECT_FILE = "tidegate.toml"
@@ -52,6 +53,13 @@ class ProjectFile(_Strict):
     state: StateSection = StateSection()
     sources: dict[str, SourceSection] = {}
     rerun: RerunSection = RerunSection()
+    notify: tuple[NotifyTarget, ...] = ()
+    consumers: tuple[Consumer, ...] = ()
+
+    @model_validator(mode="after")
+    def _notify_references(self) -> ProjectFile:
+        check_references(self.notify, self.consumers)
+        return self
 
 
 def read_project_file(root: Path) -> ProjectFile:

@@ -24,7 +24,14 @@ from tidegate.domain.model import (
     WriteMode,
 )
 from tidegate.domain.partitions import Grain, parse_partition
-from tidegate.project.config import IDENTIFIER, ProjectFile, read_project_file, sources_of
+from tidegate.project import toml_errors
+from tidegate.project.config import (
+    IDENTIFIER,
+    PROJECT_FILE,
+    ProjectFile,
+    read_project_file,
+    sources_of,
+)
 from tidegate.project.model_file import ModelFile, read_model_file
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
@@ -80,6 +87,14 @@ def load_project(root: Path) -> Project:
         model_file = read_model_file(str(file.relative_to(root)), file.read_text())
         spec = _build_spec(model_file, file.stem, sources, names)
         models[spec.name], model_files[spec.name] = spec, model_file
+    for consumer in settings.consumers:
+        if consumer.model not in models:
+            text = (root / PROJECT_FILE).read_text()
+            raise ConfigError(
+                PROJECT_FILE,
+                f"consumers: {consumer.name} reads {consumer.model!r}, which is not a model",
+                toml_errors.line_of_key(text, ("consumers", "model")),
+            )
     try:
         order = topological_order({name: spec.upstream for name, spec in models.items()})
     except CycleError as error:
