@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.kit import (
@@ -18,7 +19,7 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
     kept = tmp_path / "demo"
     result = tidegate("demo", "--rows-per-day", "200", "--keep", kept, "--json")
     assert result.exit_code == 0, result.stderr
-    first, tick, stale, *_ = result.json()["runs"]
+    first, tick, stale, *_, failed, rerun = result.json()["runs"]
 
     oracle = oracle_daily_revenue(kept)
     assert len({row[0] for row in oracle}) == 365
@@ -75,6 +76,29 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
     assert len(published[first]) == 365 and published[tick] == ["2025-12-31"]
     assert shown[stale]["plan"]["stale_only"] is True
     assert len(published[stale]) == 364 and "2025-12-31" not in published[stale]
+
+    # story 2: the third partition failed, the rerun judged it safe and published it alone,
+    # and the consumer was told
+    broken = tidegate("show", "run", failed, "--project", kept, "--json").json()
+    assert [(a["partition"], a["state"]) for a in broken["attempts"]][2] == (
+        "2025-06-03",
+        "failed",
+    )
+    redone = tidegate("show", "run", rerun, "--project", kept, "--json").json()
+    assert redone["kind"] == "rerun" and redone["plan"]["rerun_of"] == failed
+    assert [(a["partition"], a["state"]) for a in redone["attempts"]] == [
+        ("2025-06-03", "published")
+    ]
+    verdicts = {j["partition"]: j["verdict"] for j in redone["plan"]["judgment"]}
+    assert verdicts == {
+        "2025-06-01": "untouched",
+        "2025-06-02": "untouched",
+        "2025-06-03": "safe",
+        "2025-06-04": "untouched",
+        "2025-06-05": "untouched",
+    }
+    notices = [json.loads(line) for line in (kept / "notices.jsonl").read_text().splitlines()]
+    assert notices[-1]["partitions"] == ["2025-06-03"] and notices[-1]["run_id"] == rerun
 
 
 def test_demo_default_scale_leaves_nothing_behind() -> None:

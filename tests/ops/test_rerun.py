@@ -206,3 +206,17 @@ def test_bad_input_is_one_line_and_writes_nothing(project: Path) -> None:
         result = cli(project, *args, code=2)
         assert len(result.stderr.strip().splitlines()) == 1
     assert state_dump(project) == ledger
+
+
+def test_a_failed_rewrite_of_a_published_partition_is_selected(project: Path) -> None:
+    """The partition still holds an older publish; this run's try at it failed: rerun it."""
+    cli(project, "run", "daily_revenue", "--partition", RANGE)
+    run_id = failed_third_day(project)
+    judged = doc(project, "rerun", run_id, "--dry-run")
+    verdicts = {j["partition"]: j["verdict"] for j in judged["judgment"]}
+    assert verdicts["2025-01-03"] == "safe"
+    assert [v for p, v in verdicts.items() if p != "2025-01-03"] == ["untouched"] * 4
+    # once a later run has published it, the partition is no longer this run's to rerun
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-03")
+    again = doc(project, "rerun", run_id, "--dry-run")
+    assert {j["verdict"] for j in again["judgment"]} == {"untouched"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -474,6 +475,17 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self._con.close()
+
+    def break_reference_order(self, day: datetime) -> None:
+        """Give one order of `day` an unknown status (the demo's failed load)."""
+        from tidegate.sql.example_data import BREAK_ONE_ORDER
+
+        self._run(BREAK_ONE_ORDER, {"day": day})
+
+    def repair_reference_orders(self) -> None:
+        from tidegate.sql.example_data import REPAIR_ORDERS
+
+        self._run(REPAIR_ORDERS)
 
     def load_reference_orders(self, rows_per_day: int, seed: int) -> int:
         """Create the reference `orders` source (SPEC §2); returns its row count."""

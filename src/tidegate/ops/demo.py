@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import threading
@@ -20,10 +21,12 @@ from tidegate.ops import backfill as backfill_op
 from tidegate.ops import build as build_op
 from tidegate.ops import deploy as deploy_op
 from tidegate.ops import init as init_op
+from tidegate.ops import rerun as rerun_op
 from tidegate.ops import run as run_op
 from tidegate.ops import status as status_op
 from tidegate.ops import validate as validate_op
 from tidegate.ops.context import Context
+from tidegate.project.config import PROJECT_FILE
 from tidegate.project.loader import MODELS_DIR
 
 STORY_V1 = "examples/orders/story/daily_revenue_v1.sql"
@@ -33,6 +36,20 @@ YEAR = "2025-01-01..2025-12-31"
 CONCURRENCY = 2
 # The first scheduled run after the year: it publishes 2025-12-31 with the deployed version.
 NEXT_TICK = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
+STORY_TWO = "2025-06-01..2025-06-05"
+NOTICES = "notices.jsonl"
+# the consumer of story 2: finance reads daily_revenue and is told what is published
+FINANCE = f"""
+[[notify]]
+name = "finance_inbox"
+kind = "file"
+path = "{NOTICES}"
+
+[[consumers]]
+name = "finance"
+model = "daily_revenue"
+notify = "finance_inbox"
+"""
 DOWNSTREAM = (("monthly_revenue", "2025-01..2025-12", 3), ("revenue_report", "2025-01..2025-12", 3))
 
 
@@ -46,10 +63,11 @@ class DemoResult:
 
 
 def demo(rows_per_day: int, keep: Path | None, seed: int, say: Callable[[str], None]) -> DemoResult:
-    """Story 1 of the origin document on the embedded default: daily_revenue v1 backfilled for
-    2025; v2 adds net_revenue, is validated on samples, deployed and confirmed by the next
-    scheduled run; the history it has not written yet is backfilled (--stale-only), reconciled
-    per partition; the downstream models are backfilled from it."""
+    """The origin document's two stories on the embedded default. 1: daily_revenue v1
+    backfilled for 2025; v2 adds net_revenue, is validated on samples, deployed and confirmed
+    by the next scheduled run; the history it has not written yet is backfilled (--stale-only),
+    reconciled per partition; the downstream models are backfilled from it. 2: a run fails
+    writing its third partition; the rerun judgment; the rerun; the consumer's notice."""
     if keep is not None and keep.exists() and any(keep.iterdir()):
         raise UsageError(f"--keep {keep}: the folder is not empty")
     began = time.monotonic()
@@ -59,7 +77,9 @@ def demo(rows_per_day: int, keep: Path | None, seed: int, say: Callable[[str], N
         say(
             f"generated {initialized.orders_rows:,} orders for 2025 into {root / init_op.WAREHOUSE}"
         )
+        (root / PROJECT_FILE).write_text((root / PROJECT_FILE).read_text() + FINANCE)
         runs = _story(root, say)
+        runs += _story_two(root, say)
         ctx = Context(root)
         try:
             document = status_op.status(ctx)
@@ -129,6 +149,48 @@ def _story(root: Path, say: Callable[[str], None]) -> list[str]:
     finally:
         ctx.close()
     return runs
+
+
+def _story_two(root: Path, say: Callable[[str], None]) -> list[str]:
+    """Story 2: a run fails writing its third partition; the rerun is judged, then run."""
+    say("a run of 2025-06-01..2025-06-05 meets a bad load on its third day:")
+    init_op.fault_orders(root / init_op.WAREHOUSE, datetime(2025, 6, 3))
+    ctx = Context(root)
+    try:
+        failed = run_op.run(ctx, ["daily_revenue"], STORY_TWO)
+        broken = [o for o in failed.outcomes if o.state.value != "published"]
+        say(
+            f"run {failed.run_id}: {len(failed.outcomes) - len(broken)} published, "
+            + ", ".join(f"{o.label} {o.state.value} ({o.reason})" for o in broken)
+        )
+        init_op.fault_orders(root / init_op.WAREHOUSE, None)
+        say("the load is repaired; the rerun judgment before anything is touched:")
+        plan = rerun_op.judge_rerun(ctx, failed.run_id, None, None, None)
+        for judged in plan.judgments:
+            say(f"  {judged.facts.label}: {judged.verdict.value} — {judged.reason}")
+        kept = [j.facts.start for j in plan.judgments if not j.runs]
+        before = [_published(ctx, start) for start in kept]
+        done = rerun_op.rerun(ctx, plan, None)
+        if [_published(ctx, start) for start in kept] != before:
+            raise OperationFailed(f"demo rerun {done.run_id} touched a partition it had to keep")
+        told = (root / NOTICES).read_text().splitlines()
+        say(
+            f"rerun {done.run_id}: "
+            + ", ".join(f"{o.label} {o.state.value}" for o in done.outcomes)
+            + f"; the other days kept their checksums and publish times; finance was notified "
+            f"({NOTICES}: "
+            f"{json.loads(told[-1])['partitions']})"
+        )
+        if done.status is not RunStatus.SUCCEEDED:
+            raise OperationFailed(f"demo rerun {done.run_id} failed: see `tidegate show run`")
+        return [failed.run_id, done.run_id]
+    finally:
+        ctx.close()
+
+
+def _published(ctx: Context, start: int) -> tuple[str | None, str | None]:
+    row = ctx.state.partition("daily_revenue", start)
+    return (row.checksum, row.published_at) if row else (None, None)
 
 
 def _build(ctx: Context, say: Callable[[str], None]) -> None:

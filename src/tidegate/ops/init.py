@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def _copy_example(name: str, root: Path) -> None:
     for entry in (source / MODELS_DIR).iterdir():
         if entry.name.endswith(".sql"):
             (root / MODELS_DIR / entry.name).write_text(entry.read_text())
+
+
+def fault_orders(warehouse: Path, day: datetime | None) -> None:
+    """The demo's failed load on `day`, or (None) its repair."""
+    from tidegate.engines.duckdb import DuckDBEngine
+
+    engine = DuckDBEngine(warehouse)
+    try:
+        if day is None:
+            engine.repair_reference_orders()
+        else:
+            engine.break_reference_order(day)
+    finally:
+        engine.close()
 
 
 def load_orders(warehouse: Path, rows_per_day: int, seed: int, wait: bool) -> int:

@@ -122,7 +122,18 @@ def judge_rerun(
         row = ctx.state.partition(name, start)
         mine = attempted.get(start)
         published_here = mine is not None and mine.state is AttemptState.PUBLISHED
-        published_since = row is not None and row.attempt_id is not None and not published_here
+        # published by a later run than this one's try: someone already fixed it. (Ids start
+        # with their UTC time, so they compare in time order.)
+        published_since = (
+            row is not None
+            and row.attempt_id is not None
+            and not published_here
+            and (
+                row.attempt_id > mine.attempt_id
+                if mine is not None
+                else (row.run_id or "") > run_id
+            )
+        )
         is_selected = start in selected or (
             partitions is None and not published_here and not published_since
         )

@@ -47,3 +47,14 @@ SELECT
 FROM priced
 ORDER BY order_id
 """
+
+# The demo's second story: a bad load gives one order of a day an unknown status ($day: the
+# day's start), which the model's accepted_values check stops; the repair restores it.
+BREAK_ONE_ORDER = """
+UPDATE orders SET status = 'lost'
+WHERE order_id = (
+    SELECT min(order_id) FROM orders
+    WHERE order_ts >= $day AND order_ts < $day + INTERVAL 1 DAY
+)
+"""
+REPAIR_ORDERS = "UPDATE orders SET status = 'completed' WHERE status = 'lost'"
