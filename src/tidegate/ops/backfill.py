@@ -199,20 +199,11 @@ def _execute(
         ),
         on_outcome=on_outcome,
     )
-    try:
+    # `resume` continues a run cut short from its checkpoints
+    with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
         report = session.executor(timer or SystemTimer()).execute(
             run_id, version, enumerate(plan.batches(skip=done)), options
         )
-    except KeyboardInterrupt:
-        ctx.state.finish_run(
-            run_id, RunStatus.INTERRUPTED, "aborted (Ctrl-C twice)", stamp(ctx.clock)
-        )
-        raise
-    except Exception as error:
-        # the run must not stay "running"; attempts left mid-way are settled by the next
-        # writer from the warehouse markers, and `resume` continues from the checkpoints
-        ctx.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(ctx.clock))
-        raise
     status, reason = _verdict(report)
     trigger = None if report.trigger is None else _trigger_text(report.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tidegate.domain.clock import Clock, SystemClock
+from tidegate.domain.attempt import RunStatus
+from tidegate.domain.clock import Clock, SystemClock, stamp
 from tidegate.project.loader import Project, load_project
 from tidegate.state.base import StateStore
 from tidegate.state.factory import open_state
@@ -40,6 +43,20 @@ class Context:
         if self._state is None:
             self._state = open_state(self.project.state_path)
         return self._state
+
+    @contextmanager
+    def closing_run(self, run_id: str, interrupted: str = "interrupted (Ctrl-C)") -> Iterator[None]:
+        """Close the run if its work is cut short: a run must never stay "running" after its
+        process has gone on. Attempts left mid-way are settled by the next writer from the
+        warehouse markers."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.state.finish_run(run_id, RunStatus.INTERRUPTED, interrupted, stamp(self.clock))
+            raise
+        except Exception as error:
+            self.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(self.clock))
+            raise
 
     def close(self) -> None:
         if self._state is not None:

@@ -216,18 +216,10 @@ def rerun(ctx: Context, plan: Plan, approve: str | None) -> Result:
             )
         outcomes: list[Outcome] = []
         batches = enumerate(PartitionRange(spec.grain, j.facts.start, j.facts.end) for j in to_run)
-        try:
+        with ctx.closing_run(run_id):
             session.executor(SystemTimer()).execute(
                 run_id, plan.version, batches, Options(on_outcome=outcomes.append)
             )
-        except KeyboardInterrupt:
-            ctx.state.finish_run(
-                run_id, RunStatus.INTERRUPTED, "interrupted (Ctrl-C)", stamp(ctx.clock)
-            )
-            raise
-        except Exception as error:
-            ctx.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(ctx.clock))
-            raise
         proofs = _prove(ctx, plan, before, outcomes)
         for proof in proofs:
             if proof.deterministic is False:

@@ -111,22 +111,12 @@ def run(
         )
         executor = session.executor(SystemTimer())
         outcomes: list[Outcome] = []
-        try:
+        with ctx.closing_run(run_id):
             for version, chosen in plan:
                 # one partition per batch: a scheduler tick is small, and each partition its own
                 # unit of publish
                 batches = enumerate(PartitionRange(chosen.grain, k.start, k.end) for k in chosen)
                 executor.execute(run_id, version, batches, Options(on_outcome=outcomes.append))
-        except KeyboardInterrupt:
-            ctx.state.finish_run(
-                run_id, RunStatus.INTERRUPTED, "interrupted (Ctrl-C)", stamp(ctx.clock)
-            )
-            raise
-        except Exception as error:
-            # the run must not stay "running"; attempts left mid-way are settled by the next
-            # writer from the warehouse markers
-            ctx.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(ctx.clock))
-            raise
         bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED
         reason = f"{len(bad)} of {len(outcomes)} partition(s) not published" if bad else None
