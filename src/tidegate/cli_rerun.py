@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,13 +15,20 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--model", default=None, help="Which model, when the run wrote several.")
 @click.option("--partitions", default=None, help="Rerun this range instead (START..END).")
 @click.option("--version", "version_ref", default=None, help="Rerun with vN (default: active).")
 @click.option("--dry-run", is_flag=True, help="Print the judgment; touch nothing.")
 @click.option("--approve", default=None, help="Approve what needs it, with this reason.")
 @click.option("--as", "approver", default=None, help="Who approves (default: the OS user).")
+@click.option(
+    "--file",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Take the run, selection, version and approval from a reviewed plan file.",
+)
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
 def rerun(
@@ -33,11 +41,34 @@ def rerun(
     dry_run: bool,
     approve: str | None,
     approver: str | None,
+    plan_file: Path | None,
     wait: bool,
 ) -> None:
     """Judge what rerunning RUN_ID's failed and never-started partitions would do, then do it."""
+    from tidegate.domain.errors import UsageError
     from tidegate.ops import rerun as op
+    from tidegate.ops.backfill import read_plan_file
 
+    text = None
+    if plan_file is not None:
+        flags = {
+            "--model": model,
+            "--partitions": partitions,
+            "--version": version_ref,
+            "--approve": approve,
+            "--as": approver,
+        }
+        given = sorted(k for k, v in flags.items() if v is not None)
+        if given:
+            raise UsageError(f"--file takes every parameter from the plan; drop {given[0]}")
+        values, text = read_plan_file(plan_file)
+        planned = op.from_file(values, str(plan_file))
+        if run_id is not None and run_id != planned["run_id"]:
+            raise UsageError(f"{plan_file} is a plan for {planned['run_id']}, not {run_id}")
+        run_id, model, partitions = planned["run_id"], planned["model"], planned["partitions"]
+        version_ref, approve, approver = planned["version"], planned["approve"], planned["approver"]
+    if run_id is None:
+        raise UsageError("name the run to rerun: tidegate rerun RUN_ID (or --file PLAN.toml)")
     if approver is not None:
         ctx = replace(ctx, actor=approver)
     plan = op.judge_rerun(ctx, run_id, model, partitions, version_ref)
@@ -46,7 +77,7 @@ def rerun(
         return
     if not as_json:
         _judgment(plan)
-    result = op.rerun(ctx, plan, approve)
+    result = op.rerun(ctx, plan, approve, str(plan_file) if plan_file else None, text)
     emit(as_json, _document(plan, result), lambda: _result(result))
     if result.status.value != "succeeded":
         fail(f"rerun {result.run_id} failed: {result.reason}", 1, as_json=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,26 @@ def test_a_failed_rewrite_of_a_published_partition_is_selected(project: Path) ->
     cli(project, "run", "daily_revenue", "--partition", "2025-01-03")
     again = doc(project, "rerun", run_id, "--dry-run")
     assert {j["verdict"] for j in again["judgment"]} == {"untouched"}
+
+
+def test_a_reviewed_plan_file_drives_the_rerun_and_is_kept_by_its_hash(
+    project: Path, tmp_path: Path
+) -> None:
+    cli(project, "run", "daily_revenue", "--partition", RANGE)
+    run_id = doc(project, "status", "daily_revenue")["models"][0]["last_run"]["run_id"]
+    plan = tmp_path / "rerun.toml"
+    plan.write_bytes(
+        f'run_id = "{run_id}"\npartitions = "2025-01-02"\napprove = "runbook 7"\n'
+        'approver = "carol"\n'.encode()
+    )
+    done = doc(project, "rerun", "--file", str(plan))
+    assert [o["partition"] for o in done["outcomes"]] == ["2025-01-02"]
+    shown = doc(project, "show", "run", done["run_id"])
+    assert shown["plan_hash"] == hashlib.sha256(plan.read_bytes()).hexdigest()
+    # the file is the whole plan: no flag may change it, and no key is guessed
+    assert (
+        "drop --partitions"
+        in cli(project, "rerun", "--file", str(plan), "--partitions", RANGE, code=2).stderr
+    )
+    plan.write_text(f'run_id = "{run_id}"\npartition = "2025-01-02"\n')
+    assert "unknown key 'partition'" in cli(project, "rerun", "--file", str(plan), code=2).stderr

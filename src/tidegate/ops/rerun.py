@@ -9,6 +9,7 @@ unchanged must have the checksum it had before: otherwise the model is not deter
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -161,7 +162,31 @@ def judge_rerun(
     return Plan(run_id, name, version, judge(facts, rules))
 
 
-def rerun(ctx: Context, plan: Plan, approve: str | None) -> Result:
+FILE_KEYS = frozenset({"run_id", "model", "partitions", "version", "approve", "approver"})
+
+
+def from_file(values: dict[str, Any], path: str) -> dict[str, str | None]:
+    """A reviewed rerun plan (the runbook, kept in git): its keys, all text."""
+    unknown = sorted(set(values) - FILE_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{path}: unknown key {unknown[0]!r} (a rerun plan has {', '.join(sorted(FILE_KEYS))})"
+        )
+    wrong = sorted(k for k, v in values.items() if not isinstance(v, str))
+    if wrong:
+        raise UsageError(f"{path}: {wrong[0]} must be text")
+    if "run_id" not in values:
+        raise UsageError(f"{path}: a rerun plan names its run_id")
+    return {k: values.get(k) for k in FILE_KEYS}
+
+
+def rerun(
+    ctx: Context,
+    plan: Plan,
+    approve: str | None,
+    plan_file: str | None = None,
+    plan_text: str | None = None,
+) -> Result:
     """Execute the plan's safe partitions, and those needing approval when `approve` gives
     the reason; record the judgment and the approval with the run; prove idempotency."""
     waiting = needs_approval(plan.judgments)
@@ -195,7 +220,9 @@ def rerun(ctx: Context, plan: Plan, approve: str | None) -> Result:
                 status=RunStatus.RUNNING,
                 started_at=stamp(ctx.clock),
                 pid=os.getpid(),
+                params={"plan_file": plan_file, "plan_text": plan_text},
                 plan=json.dumps(plan_document(plan, approval), sort_keys=True),
+                plan_hash=hashlib.sha256(plan_text.encode()).hexdigest() if plan_text else None,
             )
         )
         if approval is not None:
