@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from tidegate.domain.gate import Gate
-from tidegate.ops.build import Built
-from tidegate.ops.run import RunResult
+if TYPE_CHECKING:
+    # types only: importing the writing commands would slow the ledger readers' start-up
+    from tidegate.domain.gate import Gate
+    from tidegate.ops.build import Built
+    from tidegate.ops.run import RunResult
 
 # Wide enough for ids and checksums when output goes to a file or a pipe.
 # markup off: names, reasons and messages come from users, and "[x]" in them is text
