@@ -24,7 +24,7 @@ from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import PublishedPartition
 from tidegate.ops.context import Context
 from tidegate.ops.schedule import next_due
-from tidegate.state.base import ModelState
+from tidegate.state.base import Event, ModelState
 
 
 def _spec(ctx: Context, model: str) -> tuple[ModelSpec, Version | None]:
@@ -72,6 +72,8 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
         model_state = ctx.state.model_state(name)
         last = ctx.state.last_run(name)
         active_id = active.version_id if active else None
+        # what the active version has been through since its deploy (one read of the history)
+        mine = [e for e in ctx.state.events(name) if active_id and e.version_id == active_id]
         if model:
             counts, segments = ctx.state.segments(name, active_id)
         else:
@@ -82,12 +84,8 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             "active_version": _version_doc(active),
             "paused": bool(model_state and model_state.paused),
             "deployed_at": model_state.deployed_at if model_state else None,
-            "deploy": _deploy_doc(ctx, name, active, model_state),
-            "nondeterministic": active is not None
-            and any(
-                e.kind == "nondeterministic" and e.version_id == active.version_id
-                for e in ctx.state.events(name)
-            ),
+            "deploy": _deploy_doc(ctx, name, active, model_state, mine),
+            "nondeterministic": any(e.kind == "nondeterministic" for e in mine),
             "next_partition": _next_partition(ctx, active, model_state),
             "partitions": counts,
             "last_run": None
@@ -119,17 +117,18 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
 
 
 def _deploy_doc(
-    ctx: Context, model: str, active: Version | None, state: ModelState | None
+    ctx: Context,
+    model: str,
+    active: Version | None,
+    state: ModelState | None,
+    events: list[Event],
 ) -> dict[str, Any] | None:
-    """A deploy is pending until a run publishes a partition with the deployed version."""
+    """A deploy is pending until a run publishes a partition with the deployed version.
+    `events`: the active version's history."""
     if active is None or state is None or state.deployed_at is None:
         return None
     run_id = ctx.state.confirming_run(model)
-    checked = [
-        e.detail
-        for e in ctx.state.events(model)
-        if e.kind == "correctness" and e.version_id == active.version_id and e.detail
-    ]
+    checked = [e.detail for e in events if e.kind == "correctness" and e.detail]
     return {
         "version": f"v{active.seq}",
         "state": "confirmed" if run_id else "pending",
