@@ -10,7 +10,9 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +200,34 @@ def warehouse_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
         }
     finally:
         con.close()
+
+
+class Hook:
+    """A consumer's real HTTP endpoint on 127.0.0.1: down (503) until `up` is set."""
+
+    def __init__(self) -> None:
+        self.up = threading.Event()
+        self.received: list[dict[str, Any]] = []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if not hook.up.is_set():
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                hook.received.append(json.loads(body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

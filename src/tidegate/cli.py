@@ -251,9 +251,12 @@ def _register() -> None:
     from tidegate.cli_backfill import backfill
     from tidegate.cli_lifecycle import deploy, pause, rollback, unpause, validate
     from tidegate.cli_notify import deliver
+    from tidegate.cli_recover import ack, recover, taint
     from tidegate.cli_rerun import rerun
 
-    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun, deliver):
+    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun):
+        cli.add_command(command)
+    for command in (taint, recover, ack, deliver):
         cli.add_command(command)
     from tidegate.cli_diff import diff
 

@@ -113,7 +113,7 @@ def start(
     if dry_run:
         _dry_run(ctx, as_json, request)
         return
-    _run_backfill(
+    run_batches(
         as_json,
         lambda flag, progress: op.start(ctx, request, flag, progress.outcome, progress.start),
     )
@@ -167,12 +167,18 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
     emit(as_json, document, human)
 
 
-def _run_backfill(as_json: bool, go: Callable[[threading.Event, Any], Any]) -> None:
+def run_batches(
+    as_json: bool,
+    go: Callable[[threading.Event, Any], Any],
+    command: str = "backfill",
+) -> None:
+    """Run a backfill-like command (`backfill`, `recover`) with live progress, Ctrl-C
+    stopping it, and its summary and exit code."""
     from tidegate.domain.attempt import RunStatus
     from tidegate.progress import BackfillProgress
 
     stop_flag = threading.Event()
-    progress = BackfillProgress(as_json)
+    progress = BackfillProgress(as_json, "recomputing" if command == "recover" else "backfilling")
     with ctrl_c_stops(stop_flag, as_json):
         result = go(stop_flag, progress)
     report = result.report
@@ -192,6 +198,7 @@ def _run_backfill(as_json: bool, go: Callable[[threading.Event, Any], Any]) -> N
             "partition": report.trigger.partition,
             "detail": report.trigger.detail,
         },
+        "notes": list(result.notes),
     }
     progress.end(document)
     if not as_json:
@@ -200,16 +207,18 @@ def _run_backfill(as_json: bool, go: Callable[[threading.Event, Any], Any]) -> N
             f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
             + (f" — {result.reason}" if result.reason else "")
         )
+        for note in result.notes:
+            click.echo(f"  {note}")
     if result.status is RunStatus.STOPPED:
         if stop_flag.is_set():
             fail(
-                "interrupted; resume with `tidegate backfill resume " + result.run_id + "`",
+                f"interrupted; resume with `tidegate {command} resume {result.run_id}`",
                 INTERRUPTED_EXIT,
                 False,
             )
-        fail(f"backfill {result.run_id} stopped on request; resumable", STOPPED_EXIT, False)
+        fail(f"{command} {result.run_id} stopped on request; resumable", STOPPED_EXIT, False)
     if result.status is not RunStatus.SUCCEEDED:
-        fail(f"backfill {result.run_id} failed: {result.reason}", 1, False)
+        fail(f"{command} {result.run_id} failed: {result.reason}", 1, False)
 
 
 @backfill.command("resume")
@@ -220,7 +229,7 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
     """Continue a stopped or failed backfill from its checkpoints, with its recorded plan."""
     from tidegate.ops import backfill as op
 
-    _run_backfill(
+    run_batches(
         as_json,
         lambda flag, progress: op.resume(ctx, run_id, flag, progress.outcome, progress.start),
     )
@@ -231,9 +240,14 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
 @common
 def stop(ctx: Any, as_json: bool, run_id: str) -> None:
     """Ask a running backfill to stop after its in-flight batches."""
+
+    request_stop(ctx, as_json, run_id, "backfill")
+
+
+def request_stop(ctx: Any, as_json: bool, run_id: str, kind: str) -> None:
     from tidegate.ops import backfill as op
 
-    run = op.stop(ctx, run_id)
+    run = op.stop(ctx, run_id, kind)
     emit(
         as_json,
         {"schema": "tidegate.backfill-stop/v1", "run_id": run.run_id, "stop_requested": True},

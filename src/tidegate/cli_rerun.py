@@ -125,11 +125,22 @@ def _judgment(plan: Plan) -> None:
         f"rerun judgment for {plan.model} in {plan.of_run}, with v{plan.version.seq} "
         f"({plan.version.version_id}):"
     )
-    table = Table("partition", "state", "written by", "verdict", "reason")
+    spec = plan.version.spec
+    key = ", ".join(spec.unique_key) or "no unique key"
+    console.print(f"write mode {spec.write_mode.value} ({key})")
+    table = Table("partition", "state", "written by", "read by", "taint", "verdict", "reason")
     for j in plan.judgments:
         f = j.facts
         writer = f"{f.writer_version} in {f.writer_run}" if f.writer_version else "-"
-        table.add_row(f.label, f.state or "never started", writer, j.verdict.value, j.reason)
+        table.add_row(
+            f.label,
+            f.state or "never started",
+            writer,
+            ", ".join(f.read_by) or "-",
+            f.taint or "-",
+            j.verdict.value,
+            j.reason,
+        )
     console.print(table)
 
 

@@ -20,8 +20,9 @@ PLAIN_EVERY_SECONDS = 2.0
 class BackfillProgress:
     """Counts outcomes and shows them; one instance per backfill command."""
 
-    def __init__(self, as_json: bool) -> None:
+    def __init__(self, as_json: bool, verb: str = "backfilling") -> None:
         self.as_json = as_json
+        self.verb = verb
         self.tty = sys.stdout.isatty() and not as_json
         self.run_id = ""
         self.total = 0
@@ -33,7 +34,9 @@ class BackfillProgress:
         self._task: Any = None
 
     def start(self, run_id: str, plan: BackfillPlan) -> None:
+        """A run begins, or its next model does (a recovery goes model by model)."""
         self.run_id, self.total = run_id, plan.partitions
+        self.done = self.published = self.failed = self.skipped = self.rows = 0
         self.max_failures = plan.stop_loss.max_failures
         self.began = time.monotonic()
         if self.as_json:
@@ -52,18 +55,19 @@ class BackfillProgress:
         elif self.tty:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.completed}/{task.total}"),
-                TextColumn("{task.fields[detail]}"),
-                TimeRemainingColumn(),
-            )
-            self._bar.start()
+            if self._bar is None:
+                self._bar = Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    TextColumn("{task.completed}/{task.total}"),
+                    TextColumn("{task.fields[detail]}"),
+                    TimeRemainingColumn(),
+                )
+                self._bar.start()
             self._task = self._bar.add_task(f"{plan.model} {run_id}", total=self.total, detail="")
         else:
             click.echo(
-                f"{run_id}: backfilling {plan.partitions} partition(s) of {plan.model} "
+                f"{run_id}: {self.verb} {plan.partitions} partition(s) of {plan.model} "
                 f"in batches of {plan.batch_size}"
             )
 

@@ -105,7 +105,17 @@ def run(result: RunResult) -> None:
 
 
 def status(document: dict[str, Any]) -> None:
-    table = Table("model", "grain", "active", "published", "stale", "failed", "running", "last run")
+    table = Table(
+        "model",
+        "grain",
+        "active",
+        "published",
+        "stale",
+        "failed",
+        "running",
+        "tainted",
+        "last run",
+    )
     for m in document["models"]:
         counts = m["partitions"]
         last = m["last_run"]
@@ -119,6 +129,7 @@ def status(document: dict[str, Any]) -> None:
             str(counts["stale"]),
             str(counts["failed"]),
             str(counts["running"]),
+            str(counts["tainted"]) if counts["tainted"] else "-",
             f"{last['run_id']} {last['status']}" if last else "-",
         )
     console.print(table)
@@ -162,6 +173,12 @@ def _deploy_line(model: dict[str, Any]) -> str | None:
 
 def partition(document: dict[str, Any]) -> None:
     console.print(f"{document['model']} {document['partition']}: {document['state']}")
+    for taint in document["taints"]:
+        via = f", via {taint['via']}" if taint["via"] else ""
+        console.print(
+            f"  TAINTED      {taint['reason']} ({taint['taint_id']} on {taint['origin']}{via}); "
+            f"`tidegate recover {taint['origin']}` recomputes it"
+        )
     published = document["published"]
     if published:
         v = published["version"]
@@ -197,6 +214,24 @@ def partition(document: dict[str, Any]) -> None:
         console.print(f"  last attempt {last['attempt_id']} {last['state']}: {last['error'] or ''}")
 
 
+def _plan_lines(plan: dict[str, Any]) -> list[str]:
+    """The plan recorded with a run: a backfill's, a recovery's steps, or a rerun's judgment."""
+    if "judgment" in plan:
+        approval = plan["approval"]
+        lines = [f"rerun of {plan['rerun_of']} with v{plan['seq']} ({plan['version_id']})"]
+        lines += [f"{j['partition']}: {j['verdict']} — {j['reason']}" for j in plan["judgment"]]
+        if approval:
+            lines.append(f"approved by {approval['by']} at {approval['at']}: {approval['reason']}")
+        return lines
+    if "steps" in plan:
+        lines = [f"recover {plan['model']} {plan['requested']} ({', '.join(plan['taint_ids'])})"]
+        return lines + [line for step in plan["steps"] for line in _plan_lines(step)]
+    return [
+        f"{plan['model']}: version {plan['version_id']}, batches of {plan['batch_size']}, "
+        f"{plan['max_concurrency']} in flight, rate {plan['rate_per_minute'] or 'unlimited'}"
+    ]
+
+
 def run_detail(document: dict[str, Any]) -> None:
     console.print(
         f"{document['run_id']} ({document['kind']}) {document['status']} "
@@ -206,14 +241,14 @@ def run_detail(document: dict[str, Any]) -> None:
         console.print(f"  reason: {document['reason']}")
     if document["trigger"]:
         console.print(f"  stop-loss: {document['trigger']}")
-    if document["plan"]:
-        plan = document["plan"]
-        console.print(
-            f"  plan: version {plan['version_id']}, batches of {plan['batch_size']}, "
-            f"{plan['max_concurrency']} in flight, rate {plan['rate_per_minute'] or 'unlimited'}"
-            + (f", plan file sha256 {document['plan_hash'][:12]}" if document["plan_hash"] else "")
-        )
-    table = Table("model", "partition", "batch", "state", "rows", "checksum", "reconciled", "error")
+    plan = document["plan"]
+    for line in _plan_lines(plan) if plan else []:
+        console.print(f"  {line}")
+    if document["plan_hash"]:
+        console.print(f"  plan file sha256 {document['plan_hash'][:12]}")
+    table = Table(
+        "model", "partition", "batch", "state", "rows", "checksum", "reconciled", "error", "taint"
+    )
     for a in document["attempts"]:
         reconciled = a["reconciliations"]
         table.add_row(
@@ -225,6 +260,7 @@ def run_detail(document: dict[str, Any]) -> None:
             a["checksum"] or "",
             ("ok" if all(r["passed"] for r in reconciled) else "MISMATCH") if reconciled else "",
             a["error"] or "",
+            a["taint"] or "",
         )
     console.print(table)
 

@@ -61,6 +61,7 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
         ("gate", None, True),
         ("deploy", 2, None),
         ("correctness", None, None),
+        ("approval", None, None),  # story 2's rerun
     ]
     assert history["events"][5]["detail"]["agree"] is True
     gate_id = history["events"][3]["detail"]["gate_id"]
@@ -77,8 +78,9 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
     assert shown[stale]["plan"]["stale_only"] is True
     assert len(published[stale]) == 364 and "2025-12-31" not in published[stale]
 
-    # story 2: the third partition failed, the rerun judged it safe and published it alone,
-    # and the consumer was told
+    # story 2: the third partition failed; it still held story 1's publish, which the monthly
+    # model and the consumer had read, so the rerun needed (and recorded) an approval before it
+    # published that day alone; the consumer was told
     broken = tidegate("show", "run", failed, "--project", kept, "--json").json()
     assert [(a["partition"], a["state"]) for a in broken["attempts"]][2] == (
         "2025-06-03",
@@ -93,10 +95,13 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
     assert verdicts == {
         "2025-06-01": "untouched",
         "2025-06-02": "untouched",
-        "2025-06-03": "safe",
+        "2025-06-03": "needs approval",
         "2025-06-04": "untouched",
         "2025-06-05": "untouched",
     }
+    [third] = [j for j in redone["plan"]["judgment"] if j["partition"] == "2025-06-03"]
+    assert third["read_by"] == ["finance", "monthly_revenue 2025-06"]
+    assert "the load is repaired" in redone["plan"]["approval"]["reason"]
     notices = [json.loads(line) for line in (kept / "notices.jsonl").read_text().splitlines()]
     assert notices[-1]["partitions"] == ["2025-06-03"] and notices[-1]["run_id"] == rerun
 

@@ -15,7 +15,7 @@ import pytest
 
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError, TidegateError
-from tidegate.domain.model import CheckSpec, Column, Severity
+from tidegate.domain.model import CheckSpec, Column, Severity, WriteMode
 from tidegate.domain.partitions import Grain, PartitionKey, parse_partition
 from tidegate.engines.base import CommitMarker, Engine, Target, bound_values
 from tidegate.sql.model_sql import parse_type
@@ -633,6 +633,162 @@ class EngineContract:
             )
         assert ready.table_columns("events") is None
         assert ready.markers(["att-none"]) == {}
+
+    # write modes: merge and append ---------------------------------------------------------------
+
+    def write(
+        self,
+        engine: Engine,
+        rows: Sequence[Row],
+        mode: WriteMode,
+        key: tuple[str, ...] = ("id",),
+        partitions: Sequence[PartitionKey] = (DAY1,),
+        columns: Sequence[Column] = EVENT_COLUMNS,
+    ) -> tuple[dict[int, Checksum], list[CommitMarker]]:
+        """Publish `rows` into the window of `partitions` (consecutive days) by `mode`, one
+        marker per partition; returns what publish measured and the markers as stored."""
+        staging = self.fresh("wm")
+        engine.stage(staging, select_rows(rows, columns), {})
+        markers = [marker_for(self.fresh("att"), p) for p in partitions]
+        bounds = {
+            "start": bound_values(partitions[0])["start"],
+            "end": bound_values(partitions[-1])["end"],
+        }
+        target = Target(
+            "events", tuple(columns), "ts", False, write_mode=mode, unique_key=key, grain="day"
+        )
+        content = engine.publish(target, staging, bounds, markers)
+        stored = engine.markers([m.attempt_id for m in markers])
+        return content, [stored[m.attempt_id] for m in markers]
+
+    def day_content(self, engine: Engine, day: PartitionKey) -> Checksum:
+        """Checksum of the published rows of one day, read back through a staging copy."""
+        probe = self.fresh("day")
+        engine.stage(
+            probe, 'SELECT * FROM "events" WHERE ts >= $start AND ts < $end', bound_values(day)
+        )
+        try:
+            return engine.checksum(probe, [c.name for c in EVENT_COLUMNS])
+        finally:
+            engine.drop_staging(probe)
+
+    def test_overwrite_returns_nothing_measured(self, ready: Engine) -> None:
+        content, [marker] = self.write(ready, DAY1_ROWS, WriteMode.OVERWRITE)
+        assert content == {}
+        assert marker.checksum == "0:0"  # the checksum given (the staged one) is kept
+
+    def test_merge_upserts_by_key_within_its_partition(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, [(1, "2025-01-02 03:00:00", "day2", "7.00")], DAY2)
+        # id 2 changes, id 9 is new; id 1 and 3 are not staged: they stay. Day 2 holds an id 1
+        # too: another partition, untouched.
+        staged = [(2, "2025-01-01 12:30:00", "B", "20.25"), (9, "2025-01-01 09:00:00", "n", None)]
+        content, [marker] = self.write(ready, staged, WriteMode.MERGE)
+        expected_day1 = [DAY1_ROWS[0], DAY1_ROWS[2], *staged]
+        assert self.day_content(ready, DAY1) == self.rows_content(ready, expected_day1)
+        assert self.day_content(ready, DAY2) == self.rows_content(
+            ready, [(1, "2025-01-02 03:00:00", "day2", "7.00")]
+        )
+        # what publish measured is the partition's content, and the marker carries it
+        assert content == {DAY1.start: self.rows_content(ready, expected_day1)}
+        assert marker.checksum == str(content[DAY1.start])
+        # the same staged rows again: nothing changes, the same checksum
+        before = self.table_content(ready)
+        again, _ = self.write(ready, staged, WriteMode.MERGE)
+        assert again == content
+        assert self.table_content(ready) == before
+
+    def test_merge_into_an_empty_partition_checksums_like_its_staged_rows(
+        self, ready: Engine
+    ) -> None:
+        content, _ = self.write(ready, DAY1_ROWS, WriteMode.MERGE)
+        assert content == {DAY1.start: self.staged_checksum(ready, DAY1_ROWS)}
+
+    def test_merge_of_a_batch_matches_keys_per_partition(self, ready: Engine) -> None:
+        """Two days in one publish: a staged key replaces the row of its own day only."""
+        day1_old = (1, "2025-01-01 01:00:00", "old", "1.00")
+        day2_old = (1, "2025-01-02 01:00:00", "old", "2.00")
+        self.publish_rows(ready, [day1_old], DAY1)
+        self.publish_rows(ready, [day2_old], DAY2)
+        day2_new = (1, "2025-01-02 05:00:00", "new", "3.00")
+        content, markers = self.write(ready, [day2_new], WriteMode.MERGE, partitions=(DAY1, DAY2))
+        assert self.table_content(ready) == self.rows_content(ready, [day1_old, day2_new])
+        assert content == {
+            DAY1.start: self.rows_content(ready, [day1_old]),
+            DAY2.start: self.rows_content(ready, [day2_new]),
+        }
+        assert [m.checksum for m in markers] == [str(content[DAY1.start]), str(content[DAY2.start])]
+
+    def test_merge_by_a_key_list_partition(self, ready: Engine) -> None:
+        columns = (
+            Column("region", TEXT, False),
+            Column("id", "BIGINT", False),
+            Column("n", "BIGINT"),
+        )
+        eu, us = PartitionKey(Grain.KEY, 0, 1), PartitionKey(Grain.KEY, 1, 2)
+        names = [c.name for c in columns]
+
+        def merge(rows: list[Row], partition: PartitionKey, label: str) -> dict[int, Checksum]:
+            staging = self.fresh("keyed")
+            ready.stage(staging, select_rows(rows, columns), {})
+            target = Target(
+                "regions", columns, "region", True, write_mode=WriteMode.MERGE, unique_key=("id",)
+            )
+            marker = marker_for(self.fresh("att"), partition, model="regions")
+            return ready.publish(target, staging, bound_values(partition, label), [marker])
+
+        merge([("eu", 1, 10), ("eu", 2, 20)], eu, "eu")
+        merge([("us", 1, 99)], us, "us")
+        content = merge([("eu", 2, 21), ("eu", 3, 30)], eu, "eu")
+        expected_eu = [("eu", 1, 10), ("eu", 2, 21), ("eu", 3, 30)]
+        read = self.content(ready, 'SELECT * FROM "regions"', names)
+        assert read == self.content(
+            ready, select_rows([*expected_eu, ("us", 1, 99)], columns), names
+        )
+        assert content == {eu.start: self.content(ready, select_rows(expected_eu, columns), names)}
+
+    def test_merge_adds_new_columns_and_keeps_old_rows(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        wider = (*EVENT_COLUMNS, Column("note", TEXT, True))
+        staged = [(2, "2025-01-01 12:30:00", "b", "2.25", "new")]
+        content, _ = self.write(ready, staged, WriteMode.MERGE, columns=wider)
+        assert ready.table_columns("events") == list(wider)
+        expected = [(*DAY1_ROWS[0], None), *staged, (*DAY1_ROWS[2], None)]
+        names = [c.name for c in wider]
+        assert content == {DAY1.start: self.content(ready, select_rows(expected, wider), names)}
+        assert self.content(ready, 'SELECT * FROM "events"', names) == content[DAY1.start]
+
+    def test_append_with_a_key_skips_the_keys_already_there(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        # id 1 is there (its published row stays as it is), id 7 is new
+        staged = [
+            (1, "2025-01-01 00:00:00", "changed", "9.99"),
+            (7, "2025-01-01 07:00:00", "g", "7.00"),
+        ]
+        content, [marker] = self.write(ready, staged, WriteMode.APPEND)
+        expected = [*DAY1_ROWS, staged[1]]
+        assert self.table_content(ready) == self.rows_content(ready, expected)
+        assert content == {DAY1.start: self.rows_content(ready, expected)}
+        assert marker.checksum == str(content[DAY1.start])
+        again, _ = self.write(ready, staged, WriteMode.APPEND)
+        assert again == content
+        assert self.table_content(ready) == self.rows_content(ready, expected)
+
+    def test_append_without_a_key_publishes_a_partition_once(self, ready: Engine) -> None:
+        content, _ = self.write(ready, DAY1_ROWS, WriteMode.APPEND, key=())
+        assert content == {DAY1.start: self.rows_content(ready, DAY1_ROWS)}
+        # another partition is fine
+        self.write(ready, DAY2_ROWS, WriteMode.APPEND, key=(), partitions=(DAY2,))
+        before = self.table_content(ready)
+        assert before == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
+        staging = self.fresh()
+        ready.stage(staging, select_rows(DAY1_ROWS[:1]), {})
+        target = Target(
+            "events", EVENT_COLUMNS, "ts", False, write_mode=WriteMode.APPEND, grain="day"
+        )
+        with pytest.raises(EngineError, match="duplicate"):
+            ready.publish(target, staging, bound_values(DAY1), [marker_for("att-again", DAY1)])
+        self.assert_nothing_changed(ready, before, "att-again")
 
     # markers -----------------------------------------------------------------------------------
 

@@ -66,6 +66,11 @@ PRODUCED = {
     "backfill stopped": "backfill-event",
     "show run backfill stopped": "run",
     "backfill list": "backfill-list",
+    "taint": "taint",
+    "recover dry run": "recover-plan",
+    "recover": "backfill-event",
+    "show run recover": "run",
+    "ack": "ack",
     "validate passed": "gate",
     "rollback": "rollback",
     "pause": "pause",
@@ -199,6 +204,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("history", "history", "daily_revenue", *p)
     out.cli("deliver", "deliver", *p)
     backfills(out, project, root / "backfills")
+    taints(out, root / "backfills")
     out.cli("validate passed", "validate", "daily_revenue", "--version", "v1", "--sample", "2", *p)
     out.cli("rollback", "rollback", "daily_revenue", *p)
     out.cli("pause", "pause", "daily_revenue", "--reason", "incident", *p)
@@ -248,6 +254,23 @@ def backfills(out: Outputs, project: Path, fresh: Path) -> None:
     )
     out.cli("show run backfill stopped", "show", "run", started["run_id"], *f)
     out.cli("backfill list", "backfill", "list", *f)
+
+
+def taints(out: Outputs, project: Path) -> None:
+    """Taint, recovery and acknowledgement, on the project the backfills left published."""
+    p = ("--project", project)
+    config = project / "tidegate.toml"
+    config.write_text(
+        config.read_text()
+        + '\n[[notify]]\nname = "finance_file"\nkind = "file"\npath = "notices.jsonl"\n'
+        + '\n[[consumers]]\nname = "finance"\nmodel = "daily_revenue"\nnotify = "finance_file"\n'
+    )
+    week = ("--partitions", "2025-01-01..2025-01-03")
+    out.cli("taint", "taint", "daily_revenue", *week, "--reason", "loaded twice", *p)
+    out.cli("recover dry run", "recover", "daily_revenue", "--dry-run", *p)
+    recovered = out.cli("recover", "recover", "daily_revenue", *p)
+    out.cli("show run recover", "show", "run", recovered[-1]["run_id"], *p)
+    out.cli("ack", "ack", "finance", "daily_revenue", *week, *p)
 
 
 def test_every_command_was_run(outputs: Outputs) -> None:
@@ -320,6 +343,9 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "backfill-plan",
         "backfill-stop",
         "backfill-list",
+        "taint",
+        "recover-plan",
+        "ack",
     }
 
 
@@ -381,7 +407,8 @@ def test_the_backfill_outputs_cover_what_their_schemas_enumerate(outputs: Output
     for label, stream in events.items():
         kinds = [e["event"] for e in stream]
         assert kinds[0] == "start" and kinds[-1] == "end", (label, kinds)
-        assert set(kinds[1:-1]) <= {"partition"}, (label, kinds)
+        # a recovery starts each model it recomputes
+        assert set(kinds[1:-1]) <= {"partition", "start"}, (label, kinds)
         assert len({e["run_id"] for e in stream}) == 1, label
     ends = {label: stream[-1] for label, stream in events.items()}
     assert {e["status"] for e in ends.values()} == {"succeeded", "failed", "stopped"}

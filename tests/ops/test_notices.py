@@ -5,53 +5,9 @@ consumer's endpoint is down."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from tests.kit import tidegate
-
-
-class Hook:
-    """A consumer's real HTTP endpoint on 127.0.0.1: down (503) until `up` is set."""
-
-    def __init__(self) -> None:
-        self.up = threading.Event()
-        self.received: list[dict[str, Any]] = []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if not hook.up.is_set():
-                    self.send_response(503)
-                    self.end_headers()
-                    return
-                hook.received.append(json.loads(body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    found = Hook()
-    yield found
-    found.close()
+from tests.kit import Hook, tidegate
 
 
 def register(project: Path, url: str) -> None:
@@ -81,11 +37,15 @@ def test_a_consumer_down_at_first_gets_every_notice_once_it_is_up(
     run_id = ran.json()["run_id"]
     assert any("kept in the outbox" in n for n in ran.json()["notes"])
     assert hook.received == []
-    # the lineage file got the run's OpenLineage COMPLETE event, with the partitions it wrote
-    [event] = [json.loads(line) for line in (project / "lineage.jsonl").read_text().splitlines()]
+    # the lineage file got the run's OpenLineage START event when it began, then its COMPLETE
+    # event with the partitions it wrote, both for the same OpenLineage run
+    lines = (project / "lineage.jsonl").read_text().splitlines()
+    began, event = [json.loads(line) for line in lines]
+    assert began["eventType"] == "START" and began["job"]["name"] == "daily_revenue"
     assert event["eventType"] == "COMPLETE" and event["job"]["name"] == "daily_revenue"
+    assert began["run"]["runId"] == event["run"]["runId"]
     [output] = event["outputs"]
-    assert output["facets"]["tidegate_partitions"]["partitions"] == ["2025-01-01", "2025-01-02"]
+    assert output["facets"]["tidegate_partitions"]["partitions"] == ["2025-01-01..2025-01-02"]
 
     hook.up.set()
     # the failed notice waits out its backoff (1 s after the first failure): any time later
@@ -97,7 +57,7 @@ def test_a_consumer_down_at_first_gets_every_notice_once_it_is_up(
     assert (notice["kind"], notice["model"], notice["partitions"], notice["run_id"]) == (
         "published",
         "daily_revenue",
-        ["2025-01-01", "2025-01-02"],
+        ["2025-01-01..2025-01-02"],
         run_id,
     )
     # delivered once: a second delivery sends nothing again

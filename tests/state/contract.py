@@ -433,6 +433,37 @@ class StateStoreContract:
         assert store.live_attempts() == []
         assert [a.attempt_id for a in store.attempts_of_run(RUN_A)] == ["att-1"]
 
+    def test_published_content_replaces_what_was_staged(self, with_versions: StateStore) -> None:
+        """A merge leaves its partition holding more than it staged: the ledger records the
+        partition's rows and checksum, as its commit marker does."""
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempts([attempt("att-1"), attempt("att-2", day=1)])
+        for attempt_id in ("att-1", "att-2"):
+            for state in (AttemptState.RUNNING, AttemptState.STAGED):
+                store.move_attempt(attempt_id, state, AT)
+            store.move_attempt(attempt_id, AttemptState.AUDITED, AT, rows=2, checksum="2:0a")
+        # one not audited refuses the whole call: nothing is recorded
+        store.create_attempt(attempt("att-3", day=2))
+        with pytest.raises(IllegalTransition):
+            store.record_published_content({"att-1": (5, "5:0b"), "att-3": (1, "1:0c")})
+        assert store.get_attempt("att-1").checksum == "2:0a"  # type: ignore[union-attr]
+
+        store.record_published_content({"att-1": (5, "5:0b")})
+        store.record_published_content({"att-1": (5, "5:0b")})  # idempotent
+        store.publish_many(["att-1", "att-2"], LATER)
+        first, second = (
+            store.partition("daily_revenue", T0),
+            store.partition("daily_revenue", T0 + DAY_SECONDS),
+        )
+        assert first is not None and (first.rows, first.checksum) == (5, "5:0b")
+        assert second is not None and (second.rows, second.checksum) == (2, "2:0a")
+        published = store.get_attempt("att-1")
+        assert published is not None and (published.rows, published.checksum) == (5, "5:0b")
+        # a published attempt's content is settled
+        with pytest.raises(IllegalTransition):
+            store.record_published_content({"att-1": (6, "6:0d")})
+
     def test_a_later_failed_attempt_keeps_what_was_published(
         self, with_versions: StateStore
     ) -> None:
@@ -621,7 +652,10 @@ class StateStoreContract:
             (T0, T0 + 3 * day),
             (T0 + 5 * day, T0 + 6 * day),
         ]
-        assert store.run_checkpoints(RUN_A) == [(T0, T0 + 4 * day), (T0 + 5 * day, T0 + 6 * day)]
+        assert store.run_checkpoints(RUN_A, "daily_revenue") == [
+            (T0, T0 + 4 * day),
+            (T0 + 5 * day, T0 + 6 * day),
+        ]
         counts, segments = store.segments("daily_revenue", V1.version_id)
         assert counts == store.partition_counts("daily_revenue", V1.version_id)
         assert counts["published"] == 4 and counts["stale"] == 1 and counts["failed"] == 1

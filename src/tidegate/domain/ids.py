@@ -28,3 +28,7 @@ def looks_like_run_id(text: str) -> bool:
 
 def new_gate_id() -> str:
     return _new("gate")
+
+
+def new_taint_id() -> str:
+    return _new("taint")

@@ -26,7 +26,11 @@ def _back(grain: Grain, end: int, count: int) -> int:
 
 
 class WriteMode(str, Enum):
-    OVERWRITE = "overwrite"
+    """How publishing a partition treats the rows it already holds."""
+
+    OVERWRITE = "overwrite"  # replaced whole by the staged rows
+    MERGE = "merge"  # upserted by the unique key: staged keys replace theirs, others stay
+    APPEND = "append"  # staged rows added; with a unique key, keys already there are skipped
 
 
 class Severity(str, Enum):
@@ -107,6 +111,18 @@ class ModelSpec:
         first = self.first_partition()
         begin = first.start if first else end
         return PartitionRange(self.grain, begin, max(begin, end))
+
+    @property
+    def keyed_write(self) -> bool:
+        """Whether publishing matches rows by the unique key (merge, or append with a key):
+        the staged rows must then hold each key once."""
+        return self.write_mode is not WriteMode.OVERWRITE and bool(self.unique_key)
+
+    @property
+    def duplicates_on_republish(self) -> bool:
+        """Whether publishing a partition again would add its rows twice (append without a
+        unique key): such a partition is published once, never again."""
+        return self.write_mode is WriteMode.APPEND and not self.unique_key
 
     @property
     def judged_against_previous(self) -> bool:

@@ -32,6 +32,10 @@ class Facts:
     writer_run: str | None
     published_at: str | None
     locked_by: str | None  # a run with a live attempt on it
+    # who read what is published there now: registered consumers, and downstream model
+    # partitions ("monthly_revenue 2025-06")
+    read_by: tuple[str, ...] = ()
+    taint: str | None = None  # the reason of an open taint on it
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class Rules:
     write_mode: str
     unique_key: tuple[str, ...]
     max_partitions: int  # more partitions than this need an approval
+    approve_consumed: bool = True  # replacing what a consumer read needs an approval
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,13 @@ def _judge_one(facts: Facts, rules: Rules, too_many: bool, count: int) -> Judgme
             f"published by version {facts.writer_version}; rerunning with "
             f"{rules.target_version} replaces it with another version's output",
         )
+    if facts.read_by and rules.approve_consumed:
+        shown = ", ".join(facts.read_by[:3]) + (", …" if len(facts.read_by) > 3 else "")
+        return Judgment(
+            facts,
+            Verdict.NEEDS_APPROVAL,
+            f"already read by {shown}; rerunning changes what they read",
+        )
     if too_many:
         return Judgment(
             facts,
@@ -90,7 +102,8 @@ def _judge_one(facts: Facts, rules: Rules, too_many: bool, count: int) -> Judgme
         "merge": f"merge dedups by its unique key {', '.join(rules.unique_key)}",
         "append": f"append dedups by its unique key {', '.join(rules.unique_key)}",
     }[rules.write_mode]
-    return Judgment(facts, Verdict.SAFE, f"{idempotent}: running it again is idempotent")
+    fixes = f"; clears its taint ({facts.taint})" if facts.taint else ""
+    return Judgment(facts, Verdict.SAFE, f"{idempotent}: running it again is idempotent{fixes}")
 
 
 def needs_approval(judgments: Sequence[Judgment]) -> list[Judgment]:

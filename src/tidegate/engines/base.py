@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.model import CheckSpec, Column
+from tidegate.domain.model import CheckSpec, Column, WriteMode
 from tidegate.domain.partitions import Grain, PartitionKey, to_utc
 
 
@@ -56,6 +56,12 @@ class Target:
     keyed: bool
     # None: the warehouse's default schema, where readers find published tables
     schema: str | None = None
+    write_mode: WriteMode = WriteMode.OVERWRITE
+    # merge and append match published and staged rows by this key (append may have none)
+    unique_key: tuple[str, ...] = ()
+    # the time grain of the partitions (None for key lists): merge and append match rows only
+    # within one partition
+    grain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,9 +237,21 @@ class Engine(Protocol):
         staging: str,
         bounds: Mapping[str, Any],
         markers: Sequence[CommitMarker],
-    ) -> None:
-        """Replace the partitions in the $start/$end window with the staging rows and insert one
-        marker per partition, atomically.
+    ) -> dict[int, Checksum]:
+        """Write the staging rows into the partitions in the $start/$end (or $key) window as
+        the target's write mode says, and insert one marker per partition, atomically:
+
+        - overwrite: the partitions' rows are replaced by the staged ones;
+        - merge: their rows whose unique key the staged rows hold are replaced, the staged rows
+          with new keys are added, the others stay;
+        - append: the staged rows are added; with a unique key, only those whose key the
+          partition does not hold yet. Without one, a partition that has a marker already
+          raises EngineError (appending again would duplicate its rows).
+
+        Returns, for merge and append, the checksum of what each marked partition holds after
+        the write (by partition start; measured in the transaction like a staged partition's
+        checksum, over the target's columns), which its marker carries instead of the one
+        given; for overwrite nothing: the staged checksums are the content.
 
         Transactional: either the data and every marker commit, or nothing does and the
         previous data stays untouched. Creates the table or adds new nullable columns (additive

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -21,9 +20,9 @@ from tidegate.engines.base import (
     PartitionProfile,
     PartitionSummary,
     Relation,
-    Target,
     window_bounds,
 )
+from tidegate.engines.duckdb_publish import DuckDBPublish
 from tidegate.sql import diff as diff_sql
 from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem, parse_type
@@ -44,7 +43,7 @@ def _is_lock_conflict(error: Exception) -> bool:
     return "lock" in str(error).lower()
 
 
-class DuckDBEngine:
+class DuckDBEngine(DuckDBPublish):
     name = "duckdb"
     capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
 
@@ -388,67 +387,8 @@ class DuckDBEngine:
         twin._con = self._con.cursor()
         twin._con.execute("SET TimeZone = 'UTC'")
         twin._statements = {}
+        twin._published_columns = {}
         return twin
-
-    def publish(
-        self,
-        target: Target,
-        staging: str,
-        bounds: Mapping[str, Any],
-        markers: Sequence[CommitMarker],
-    ) -> None:
-        published = sql.table(target.name, target.schema)
-        where = (target.schema, target.name)
-        # One writer holds the warehouse, so the columns it last saw or wrote are still there.
-        existing = self._published_columns.get(where) or self.table_columns(
-            target.name, target.schema
-        )
-        delete = self._statement(
-            ("delete", where, target.partition_column, target.keyed),
-            lambda: sql.delete_partition(published, target.partition_column, target.keyed),
-        )
-        insert = self._statement(
-            ("insert", where, tuple(c.name for c in target.columns), staging),
-            lambda: sql.insert_from(published, target.columns, sql.staged(staging)),
-        )
-        marker_insert = self._statement(("markers",), sql.insert_markers)
-        self._run("BEGIN TRANSACTION")
-        try:
-            if existing is None:
-                if target.schema is not None:
-                    self._run(sql.create_schema(target.schema))
-                self._run(sql.create_table(published, target.columns))
-            else:
-                known = {c.name for c in existing}
-                for col in target.columns:
-                    if col.name not in known:
-                        self._run(sql.add_column(published, Column(col.name, col.type)))
-            self._run(delete, self._only(bounds, delete))
-            self._run(insert)
-            if markers:
-                self._run(
-                    marker_insert,
-                    {n: [getattr(m, n) for m in markers] for n in sql.MARKER_COLUMNS},
-                )
-            self._run("COMMIT")
-            self._published_columns[where] = (
-                list(target.columns)
-                if existing is None
-                else [
-                    *existing,
-                    *[c for c in target.columns if c.name not in {e.name for e in existing}],
-                ]
-            )
-        except BaseException:
-            # DuckDB may have aborted the transaction already; the first error is the one to tell
-            with contextlib.suppress(duckdb.Error):
-                self._con.execute("ROLLBACK")
-            raise
-        # One transaction writes one database: the in-memory staging table goes after the
-        # commit. It is published already, so failing to drop it must not fail the publish;
-        # the slot's next unit replaces it.
-        with contextlib.suppress(EngineError):
-            self._run(self._drop_statement(staging))
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         found: dict[str, CommitMarker] = {}

@@ -40,6 +40,35 @@ def bounds_check(spec: ModelSpec) -> CheckSpec:
     )
 
 
+# Not a plain identifier: no declared check (named, or named after its kind and columns) can
+# take it, so its result never overwrites one of theirs in the ledger.
+KEY_CHECK = "unique key"
+
+
+def builtin_checks(spec: ModelSpec) -> tuple[CheckSpec, ...]:
+    """The checks every write of `spec` runs besides its declared ones: the partition bounds,
+    and for a write matched by the unique key (merge, append with a key) that the staged rows
+    hold each key once per partition — two staged rows with one key would make the result
+    depend on their order. It is the `unique` check, measured in the same pass; a blocking
+    declared `unique` check on some of the key's columns already implies it."""
+    found = [bounds_check(spec)]
+    if spec.keyed_write and not any(
+        c.kind == "unique"
+        and c.severity is Severity.BLOCKING
+        and set(c.params["columns"]) <= set(spec.unique_key)
+        for c in spec.checks
+    ):
+        found.append(
+            CheckSpec(
+                name=KEY_CHECK,
+                kind="unique",
+                severity=Severity.BLOCKING,
+                params={"columns": list(spec.unique_key)},
+            )
+        )
+    return tuple(found)
+
+
 def contract_check(engine: Engine, spec: ModelSpec, staging: str) -> CheckResult:
     return contract_result(contract_problems(spec.columns, engine.staging_columns(staging)))
 

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field, replace
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import Progress, StopLoss, Trigger, fired, next_start_delay
+from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.errors import EngineError
 from tidegate.domain.ids import new_attempt_id
 from tidegate.domain.model import ModelSpec, Source, Version
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
+from tidegate.domain.taint import TaintPolicy
 from tidegate.engines.base import CommitMarker, Engine, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
@@ -72,6 +74,8 @@ class Executor:
     timer: Timer
     sources: Mapping[str, Source]
     upstream_spec: Callable[[str], ModelSpec]
+    # a partition whose upstream input is tainted: skipped, or published tainted too
+    taint_policy: TaintPolicy = TaintPolicy.BLOCK
 
     def execute(
         self,
@@ -209,6 +213,7 @@ class Executor:
                     self.upstream_spec,
                     intent.window,
                     intent.partitions,
+                    self.taint_policy,
                 )
                 intent.source_rows = plan.source_rows
             except EngineError as error:
@@ -391,6 +396,46 @@ class Executor:
                 mismatch=mismatch,
             )
             return
+        refused = self._republish_refusal(spec, unit)
+        if refused is not None:
+            self.engine.drop_staging(computed.staging)
+            self._fail(spec, list(unit.partitions), attempts, refused, report, options)
+            return
+        content = self._publish(run_id, version, unit, computed, report, options)
+        if content is None:
+            return
+        for p in unit.partitions:
+            checksum = content[p.start]
+            report.published += 1
+            report.rows += checksum.rows
+            options.on_outcome(
+                Outcome(
+                    spec.name,
+                    p,
+                    p.label(spec.keys),
+                    attempts[p.start],
+                    AttemptState.PUBLISHED,
+                    checksum.rows,
+                    str(checksum),
+                )
+            )
+        report.progress = replace(report.progress, done=report.progress.done + len(unit.partitions))
+
+    def _publish(
+        self,
+        run_id: str,
+        version: Version,
+        unit: Unit,
+        computed: Computed,
+        report: Report,
+        options: Options,
+    ) -> dict[int, Checksum] | None:
+        """Publish a unit in the warehouse, then in the ledger: what each partition holds
+        afterwards (the staged rows for overwrite; for merge and append what the engine
+        measured in the publish's transaction, which the markers carry and the ledger
+        records). None when the publish failed (its attempts failed, nothing written)."""
+        spec = version.spec
+        attempts = unit.attempts
         published_at = stamp(self.clock)
         markers = [
             CommitMarker(
@@ -406,39 +451,63 @@ class Executor:
             )
             for p in unit.partitions
         ]
-        target = Target(spec.name, spec.columns, spec.partition_column, bool(spec.keys))
+        target = Target(
+            spec.name,
+            spec.columns,
+            spec.partition_column,
+            bool(spec.keys),
+            write_mode=spec.write_mode,
+            unique_key=spec.unique_key,
+            grain=None if spec.keys else spec.grain.value,
+        )
         try:
-            self.engine.publish(target, computed.staging, unit.bounds(spec), markers)
+            measured = self.engine.publish(target, computed.staging, unit.bounds(spec), markers)
         except EngineError as error:
             self.engine.drop_staging(computed.staging)
-            self._fail(
-                spec,
-                list(unit.partitions),
-                attempts,
-                {p.start: str(error) for p in unit.partitions},
-                report,
-                options,
-            )
-            return
+            reasons = {p.start: str(error) for p in unit.partitions}
+            self._fail(spec, list(unit.partitions), attempts, reasons, report, options)
+            return None
         crash_point("after_publish")
+        content = {
+            p.start: measured.get(p.start, computed.checksums[p.start]) for p in unit.partitions
+        }
+        changed = {
+            attempts[start]: (checksum.rows, str(checksum))
+            for start, checksum in content.items()
+            if checksum != computed.checksums[start]
+        }
+        if changed:
+            self.state.record_published_content(changed)
         self.state.publish_many([attempts[p.start] for p in unit.partitions], published_at)
         crash_point("after_ledger")
-        for p in unit.partitions:
-            checksum = computed.checksums[p.start]
-            report.published += 1
-            report.rows += checksum.rows
-            options.on_outcome(
-                Outcome(
-                    spec.name,
-                    p,
-                    p.label(spec.keys),
-                    attempts[p.start],
-                    AttemptState.PUBLISHED,
-                    checksum.rows,
-                    str(checksum),
-                )
+        return content
+
+    def _republish_refusal(self, spec: ModelSpec, unit: Unit) -> dict[int, str] | None:
+        """Why a unit must not publish, when its model appends without a unique key and one of
+        its partitions is published already (a second append would duplicate its rows); the
+        engine refuses it too, from its commit markers."""
+        if not spec.duplicates_on_republish:
+            return None
+        published = {
+            p.start: row
+            for p in unit.partitions
+            if (row := self.state.partition(spec.name, p.start)) is not None
+            and row.attempt_id is not None
+        }
+        if not published:
+            return None
+        first = next(p for p in unit.partitions if p.start in published)
+        return {
+            p.start: (
+                f"append without a unique key publishes a partition once: "
+                f"{p.label(spec.keys)} was published by run {published[p.start].run_id}, and "
+                "appending again would duplicate its rows; nothing was written"
+                if p.start in published
+                else f"not published: {first.label(spec.keys)} in the same batch is published "
+                "already (append without a unique key)"
             )
-        report.progress = replace(report.progress, done=report.progress.done + len(unit.partitions))
+            for p in unit.partitions
+        }
 
     def _fail(
         self,

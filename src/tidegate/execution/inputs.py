@@ -13,6 +13,7 @@ from tidegate.domain.checksum import Checksum
 from tidegate.domain.model import CheckSpec, ModelSpec, Source
 from tidegate.domain.partitions import IntervalSet, PartitionKey, PartitionRange, floor
 from tidegate.domain.run import Input
+from tidegate.domain.taint import TaintedPartition, TaintPolicy
 from tidegate.engines.base import Engine, bound_values, window_bounds
 from tidegate.state.base import StateStore
 
@@ -40,6 +41,7 @@ def read_inputs(
     upstream_spec: Callable[[str], ModelSpec],
     batch: PartitionRange,
     partitions: Sequence[PartitionKey],
+    taint_policy: TaintPolicy = TaintPolicy.BLOCK,
 ) -> ReadPlan:
     inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
     missing: dict[int, str] = {}
@@ -51,12 +53,21 @@ def read_inputs(
             (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
         ]
         have = IntervalSet.of([(s, e) for s, e, _ in published])
+        tainted = (
+            state.open_taints(name, window[0], window[1])
+            if taint_policy is TaintPolicy.BLOCK
+            else []
+        )
         for partition in partitions:
             mine = _clip(parent, partition.start, partition.end)
             gaps = IntervalSet.of([mine]).minus(have)
             if gaps:
                 shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))
                 missing.setdefault(partition.start, f"upstream not ready: {name} {shown}")
+                continue
+            bad = [t for t in tainted if t.mark.start < mine[1] and t.mark.end > mine[0]]
+            if bad:
+                missing.setdefault(partition.start, _tainted_input(parent, bad))
                 continue
             read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
             inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
@@ -106,6 +117,16 @@ def read_inputs(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
     return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+
+
+def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
+    first = bad[0]
+    label = PartitionKey(parent.grain, first.mark.start, first.mark.end).label(parent.keys)
+    more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    return (
+        f"upstream tainted: {parent.name} {label}{more} ({first.reason}); "
+        f"`tidegate recover {first.origin}` recomputes it"
+    )
 
 
 def previous_start(spec: ModelSpec, start: int) -> int:

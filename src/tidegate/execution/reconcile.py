@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidegate.domain.attempt import AttemptState, RunStatus
+from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, stamp
 from tidegate.engines.base import Engine
 from tidegate.state.base import StateStore
@@ -35,7 +36,14 @@ def reconcile(engine: Engine, state: StateStore, clock: Clock) -> Reconciliation
     for attempt in live:
         marker = markers.get(attempt.attempt_id)
         if marker is not None:
-            # The publish committed in the warehouse; the ledger only missed the outcome.
+            # The publish committed in the warehouse; the ledger only missed the outcome. A
+            # merge or append marker carries what the partition held after it, not what the
+            # attempt staged: the ledger takes the marker's.
+            if marker.checksum != attempt.checksum and attempt.state is AttemptState.AUDITED:
+                content = Checksum.parse(marker.checksum)
+                state.record_published_content(
+                    {attempt.attempt_id: (content.rows, marker.checksum)}
+                )
             state.publish(attempt.attempt_id, marker.published_at)
             published.append(attempt.attempt_id)
         else:

@@ -35,7 +35,13 @@ class WriterSession:
 
     def executor(self, timer: Timer) -> Executor:
         return Executor(
-            self.engine, self.state, self.clock, timer, self.project.sources, self.active_spec
+            self.engine,
+            self.state,
+            self.clock,
+            timer,
+            self.project.sources,
+            self.active_spec,
+            self.project.settings.taint.downstream,
         )
 
 

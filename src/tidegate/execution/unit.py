@@ -16,7 +16,7 @@ from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.reconciliation import ReconciliationResult, compare
 from tidegate.engines.base import Engine, PartitionProfile, bound_values, window_bounds
 from tidegate.execution.audit import (
-    bounds_check,
+    builtin_checks,
     contract_check,
     judge_all,
     measure_key_partition,
@@ -112,7 +112,7 @@ def _compute_key(
     contract: CheckResult,
 ) -> Computed:
     partition = unit.partitions[0]
-    checks = (bounds_check(spec), *spec.checks)
+    checks = (*builtin_checks(spec), *spec.checks)
     measured: dict[str, Mapping[int | None, int | None]] = {
         **measure_key_partition(engine, checks, staging, bounds, partition),
         **measure_queries(engine, spec, checks, staging, _tables(read_from)),
@@ -139,7 +139,7 @@ def _compute_window(
     """One pass over the staged batch: checksums, every check but the query checks (their own
     statement each) and reconciliation targets, per partition."""
     grain = spec.grain.value
-    checks = (bounds_check(spec), *spec.checks)
+    checks = (*builtin_checks(spec), *spec.checks)
     profiled = [c for c in checks if c.kind != "query"]
     profiles = engine.profile(
         staging,

@@ -17,6 +17,7 @@ from typing import Any
 
 from tidegate.domain.clock import Clock
 from tidegate.notify.config import NotifyTarget
+from tidegate.notify.row import ConsumerRead
 from tidegate.notify.targets import DeliveryFailed
 from tidegate.state.base import StateStore
 
@@ -46,11 +47,16 @@ class DeliveryReport:
 
 
 def enqueue(
-    state: StateStore, entries: Sequence[tuple[str, Mapping[str, Any]]], clock: Clock
+    state: StateStore,
+    entries: Sequence[tuple[str, Mapping[str, Any]]],
+    clock: Clock,
+    reads: Mapping[int, Sequence[ConsumerRead]] | None = None,
 ) -> list[int]:
-    """Write (target name, document) pairs to the outbox in one transaction; their row ids."""
+    """Write (target name, document) pairs to the outbox in one transaction, with the consumer
+    reads each tells of (by entry index); their row ids."""
     at = _iso(clock.now())
-    return state.add_outbox([(target, _dumps(document)) for target, document in entries], at)
+    documents = [(target, _dumps(document)) for target, document in entries]
+    return state.add_outbox(documents, at, reads)
 
 
 def deliver(

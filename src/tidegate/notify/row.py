@@ -18,3 +18,13 @@ class OutboxRow:
     next_attempt_at: str
     delivered_at: str | None
     last_error: str | None
+
+
+@dataclass(frozen=True)
+class ConsumerRead:
+    """A window of a model's partitions a registered consumer read (or is told of)."""
+
+    consumer: str
+    model: str
+    start: int
+    end: int

@@ -1,6 +1,9 @@
-"""Telling the world what a command published: OpenLineage run events to the lineage targets,
-`published` notices to each registered consumer of a model, through the ledger's outbox.
+"""Telling the world what a command did: OpenLineage run events (START when a run begins,
+COMPLETE or FAIL when it ends) to the lineage targets, and notices to each registered consumer
+of a model — `published`, `taint` and `reread` — through the ledger's outbox.
 
+A consumer that acknowledges reads by notification has consumed a partition once the notice
+telling it of the partition is delivered; the notice and that read are queued together.
 Announcing never fails a command: what cannot be delivered now stays in the outbox and goes
 out with a later command or `tidegate deliver`.
 """
@@ -9,12 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from tidegate.domain.partitions import PartitionRange
+from tidegate.domain.partitions import IntervalSet, PartitionRange
 from tidegate.notify.config import consumers_of, lineage_targets
 from tidegate.notify.outbox import DeliveryReport, deliver, enqueue
+from tidegate.notify.row import ConsumerRead
 from tidegate.notify.targets import Dispatcher
 from tidegate.ops.context import Context
+
+if TYPE_CHECKING:
+    from tidegate.notify.events import NoticeKind
+
+Windows = Sequence[tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -23,14 +33,48 @@ class Published:
 
     model: str
     version: str  # vN
-    partitions: tuple[str, ...]  # published
     failed: bool
     reason: str | None
 
 
+class _Queue:
+    """Entries for the outbox, with the consumer reads each one tells of."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, Mapping[str, Any]]] = []
+        self.reads: dict[int, list[ConsumerRead]] = {}
+
+    def add(
+        self, target: str, document: Mapping[str, Any], reads: Sequence[ConsumerRead] = ()
+    ) -> None:
+        if reads:
+            self.reads[len(self.entries)] = list(reads)
+        self.entries.append((target, document))
+
+
+def announce_start(ctx: Context, run_id: str, models: Sequence[str]) -> None:
+    """Queue the START event of each model of a run that begins (delivered with its end)."""
+    settings = ctx.project.settings
+    targets = lineage_targets(settings.notify)
+    if not targets:
+        return
+    from tidegate.notify.events import run_event  # loads openlineage
+
+    at = ctx.clock.now()
+    queue = _Queue()
+    for model in models:
+        event = run_event(
+            "START", namespace=settings.project.name, model=model, run_id=run_id, at=at
+        )
+        for target in targets:
+            queue.add(target, event)
+    _enqueue(ctx, queue)
+
+
 def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
-    """Queue the events and notices of a finished run, deliver what can be; notes for the
-    user. Nothing happens in a project without `[[notify]]` targets."""
+    """Queue the events and notices of a finished run — what it published, and the tainted
+    partitions it fixed (to re-read) — and deliver what can be; notes for the user. Nothing
+    happens in a project without `[[notify]]` targets."""
     settings = ctx.project.settings
     if not settings.notify:
         return []
@@ -38,12 +82,14 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
 
     namespace = settings.project.name
     at = ctx.clock.now()
-    entries: list[tuple[str, Mapping[str, object]]] = []
+    queue = _Queue()
     for part in done:
         spec = ctx.project.model(part.model)
+        windows = ctx.state.run_checkpoints(run_id, part.model)
+        shown = labels(ctx, part.model, windows)
         reads = [DatasetRef(namespace, ctx.project.sources[s].table) for s in spec.sources]
         reads += [DatasetRef(namespace, upstream) for upstream in spec.upstream]
-        wrote = DatasetRef(namespace, part.model, part.partitions, part.version)
+        wrote = DatasetRef(namespace, part.model, shown, part.version)
         event = run_event(
             "FAIL" if part.failed else "COMPLETE",
             namespace=namespace,
@@ -54,29 +100,86 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
             outputs=[wrote],
             error=part.reason if part.failed else None,
         )
-        entries += [(target, event) for target in lineage_targets(settings.notify)]
-        if part.partitions:
+        for target in lineage_targets(settings.notify):
+            queue.add(target, event)
+        if shown:
             told = notice(
-                "published",
-                model=part.model,
-                partitions=part.partitions,
-                reason=None,
-                run_id=run_id,
-                at=at,
+                "published", model=part.model, partitions=shown, reason=None, run_id=run_id, at=at
             )
-            entries += [(c.notify, told) for c in consumers_of(settings.consumers, part.model)]
-    if entries:
-        enqueue(ctx.state, entries, ctx.clock)
+            for consumer in consumers_of(settings.consumers, part.model):
+                counted = [
+                    ConsumerRead(consumer.name, part.model, start, end) for start, end in windows
+                ]
+                queue.add(consumer.notify, told, counted if consumer.ack == "notified" else ())
+    fixed: dict[str, list[tuple[int, int]]] = {}
+    for model, start, end in ctx.state.cleared_by_run(run_id):
+        fixed.setdefault(model, []).append((start, end))
+    for model, windows in fixed.items():
+        _tell(ctx, queue, "reread", model, windows, "recomputed; read it again", run_id)
+    _enqueue(ctx, queue)
     return describe(flush(ctx))
 
 
-def published_ranges(ctx: Context, run_id: str, model: str) -> tuple[str, ...]:
-    """What a run published of a model, as ranges (a year of days is one label)."""
-    spec = ctx.project.model(model)
-    return tuple(
-        PartitionRange(spec.grain, start, end).label(spec.keys)
-        for start, end in ctx.state.run_checkpoints(run_id)
+def tell_consumers(
+    ctx: Context,
+    kind: NoticeKind,
+    affected: Mapping[str, Windows],
+    reason: str,
+    run_id: str | None,
+) -> list[str]:
+    """Queue a `taint` or `reread` notice to each consumer of each affected model, with exactly
+    that model's affected partitions; deliver what can be."""
+    if not ctx.project.settings.notify:
+        return []
+    queue = _Queue()
+    for model, windows in affected.items():
+        _tell(ctx, queue, kind, model, windows, reason, run_id)
+    _enqueue(ctx, queue)
+    return describe(flush(ctx))
+
+
+def notified(ctx: Context, models: Sequence[str]) -> list[str]:
+    """The consumers registered for any of `models`."""
+    consumers = ctx.project.settings.consumers
+    return sorted({c.name for model in models for c in consumers_of(consumers, model)})
+
+
+def _tell(
+    ctx: Context,
+    queue: _Queue,
+    kind: NoticeKind,
+    model: str,
+    windows: Windows,
+    reason: str,
+    run_id: str | None,
+) -> None:
+    from tidegate.notify.events import notice  # loads openlineage
+
+    consumers = consumers_of(ctx.project.settings.consumers, model)
+    if not consumers or not windows or model not in ctx.project.models:
+        return
+    document = notice(
+        kind,
+        model=model,
+        partitions=labels(ctx, model, windows),
+        reason=reason,
+        run_id=run_id,
+        at=ctx.clock.now(),
     )
+    for consumer in consumers:
+        queue.add(consumer.notify, document)
+
+
+def labels(ctx: Context, model: str, windows: Windows) -> tuple[str, ...]:
+    """Windows of a model as range labels (a year of days is one label)."""
+    spec = ctx.project.model(model)
+    merged = IntervalSet.of(list(windows)).intervals
+    return tuple(PartitionRange(spec.grain, start, end).label(spec.keys) for start, end in merged)
+
+
+def _enqueue(ctx: Context, queue: _Queue) -> None:
+    if queue.entries:
+        enqueue(ctx.state, queue.entries, ctx.clock, queue.reads)
 
 
 def flush(ctx: Context) -> DeliveryReport:

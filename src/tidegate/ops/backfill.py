@@ -27,7 +27,7 @@ from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
-from tidegate.ops.announce import Published, announce, published_ranges
+from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.project import toml_errors
 
@@ -57,6 +57,7 @@ class Result:
     status: RunStatus
     report: Report
     reason: str | None
+    notes: tuple[str, ...] = ()
 
 
 def active_version(ctx: Context, model: str, force_paused: bool = False) -> Version:
@@ -135,6 +136,7 @@ def start(
                 plan_hash=plan_hash,
             )
         )
+        announce_start(ctx, run_id, [plan.model])
         on_start(run_id, plan)
         return _execute(
             ctx,
@@ -157,18 +159,14 @@ def resume(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
 ) -> Result:
-    _backfill_run(ctx, run_id)
+    run_of(ctx, run_id)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
-        run = _backfill_run(ctx, run_id)  # read again: the session reconciled a dead writer
-        if run.status is RunStatus.SUCCEEDED:
-            raise UsageError(f"backfill {run_id} already succeeded; nothing to resume")
-        if run.status is RunStatus.RUNNING:
-            raise UsageError(f"backfill {run_id} is running")
+        run = resumable(ctx, run_id)  # read again: the session reconciled a dead writer
         plan = BackfillPlan.from_json(run.plan or "")
         held = _held(ctx, plan)
         if held is not None:
             raise RefusedError(f"backfill {run_id} cannot resume: {held}")
-        done = IntervalSet.of(ctx.state.run_checkpoints(run_id))
+        done = IntervalSet.of(ctx.state.run_checkpoints(run_id, plan.model))
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
         return _execute(ctx, session, run_id, plan, done, stop_flag, on_outcome, timer)
@@ -204,23 +202,22 @@ def _execute(
         report = session.executor(timer or SystemTimer()).execute(
             run_id, version, enumerate(plan.batches(skip=done)), options
         )
-    status, reason = _verdict(report)
-    trigger = None if report.trigger is None else _trigger_text(report.trigger)
+    status, reason = verdict(report)
+    trigger = None if report.trigger is None else trigger_text(report.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
-    announce(
+    notes = announce(
         ctx,
         run_id,
         [
             Published(
                 plan.model,
                 f"v{version.seq}",
-                published_ranges(ctx, run_id, plan.model),
                 status is RunStatus.FAILED,
                 reason,
             )
         ],
     )
-    return Result(run_id, plan, status, report, reason)
+    return Result(run_id, plan, status, report, reason, tuple(notes))
 
 
 def _held(ctx: Context, plan: BackfillPlan, force_paused: bool = False) -> str | None:
@@ -239,15 +236,16 @@ def _held(ctx: Context, plan: BackfillPlan, force_paused: bool = False) -> str |
     return None
 
 
-def _trigger_text(trigger: Trigger) -> str:
+def trigger_text(trigger: Trigger) -> str:
     return f"{trigger.name} at {trigger.partition}: {trigger.detail}"
 
 
-def _verdict(report: Report) -> tuple[RunStatus, str | None]:
+def verdict(report: Report, command: str = KIND) -> tuple[RunStatus, str | None]:
+    """How a run of `command` (backfill, recover) ended, and why."""
     if report.trigger is not None:
-        return RunStatus.FAILED, f"stop-loss {_trigger_text(report.trigger)}"
+        return RunStatus.FAILED, f"stop-loss {trigger_text(report.trigger)}"
     if report.stopped:
-        return RunStatus.STOPPED, "stopped on request; resume with `tidegate backfill resume`"
+        return RunStatus.STOPPED, f"stopped on request; resume with `tidegate {command} resume`"
     if report.failed or report.skipped:
         return RunStatus.FAILED, (
             f"{report.failed} partition(s) failed, {report.skipped} skipped; resume retries them"
@@ -255,20 +253,33 @@ def _verdict(report: Report) -> tuple[RunStatus, str | None]:
     return RunStatus.SUCCEEDED, None
 
 
-def _backfill_run(ctx: Context, run_id: str) -> Run:
+def run_of(ctx: Context, run_id: str, kind: str = KIND) -> Run:
+    """The run `run_id` of `kind` (backfill, recover), or a usage error."""
     if not looks_like_run_id(run_id):
         raise UsageError(f"{run_id!r} is not a run id (run-…)")
     run = ctx.state.get_run(run_id)
-    if run is None or run.kind != KIND:
-        raise UsageError(f"no backfill {run_id}")
+    if run is None or run.kind != kind:
+        raise UsageError(f"no {kind} {run_id}")
     return run
 
 
-def stop(ctx: Context, run_id: str) -> Run:
-    """Ask a running backfill to stop after its in-flight batches (writes only the ledger)."""
-    run = _backfill_run(ctx, run_id)
+def resumable(ctx: Context, run_id: str, kind: str = KIND) -> Run:
+    """A run of `kind` that may resume: neither done nor running (read inside the writer
+    session, after it reconciled a dead writer)."""
+    run = run_of(ctx, run_id, kind)
+    if run.status is RunStatus.SUCCEEDED:
+        raise UsageError(f"{kind} {run_id} already succeeded; nothing to resume")
+    if run.status is RunStatus.RUNNING:
+        raise UsageError(f"{kind} {run_id} is running")
+    return run
+
+
+def stop(ctx: Context, run_id: str, kind: str = KIND) -> Run:
+    """Ask a running backfill or recovery to stop after its in-flight batches (writes only the
+    ledger)."""
+    run = run_of(ctx, run_id, kind)
     if run.status is not RunStatus.RUNNING:
-        raise UsageError(f"backfill {run_id} is not running (it is {run.status.value})")
+        raise UsageError(f"{kind} {run_id} is not running (it is {run.status.value})")
     ctx.state.request_stop(run_id, stamp(ctx.clock))
     return run
 

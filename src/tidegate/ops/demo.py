@@ -17,6 +17,7 @@ from typing import Any
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.clock import FixedClock
 from tidegate.domain.errors import OperationFailed, UsageError
+from tidegate.domain.rerun import needs_approval
 from tidegate.ops import backfill as backfill_op
 from tidegate.ops import build as build_op
 from tidegate.ops import deploy as deploy_op
@@ -170,7 +171,16 @@ def _story_two(root: Path, say: Callable[[str], None]) -> list[str]:
             say(f"  {judged.facts.label}: {judged.verdict.value} — {judged.reason}")
         kept = [j.facts.start for j in plan.judgments if not j.runs]
         before = [_published(ctx, start) for start in kept]
-        done = rerun_op.rerun(ctx, plan, None)
+        # the third day still holds story 1's publish, which monthly_revenue and finance read:
+        # replacing it is a decision someone signs
+        approve = (
+            "the load is repaired; the active version recomputes the day it failed"
+            if needs_approval(plan.judgments)
+            else None
+        )
+        if approve:
+            say(f"approved by {ctx.actor}: {approve}")
+        done = rerun_op.rerun(ctx, plan, approve)
         if [_published(ctx, start) for start in kept] != before:
             raise OperationFailed(f"demo rerun {done.run_id} touched a partition it had to keep")
         told = (root / NOTICES).read_text().splitlines()

@@ -26,7 +26,7 @@ from tidegate.domain.rerun import Facts, Judgment, Rules, judge, needs_approval
 from tidegate.domain.run import Attempt, Input, Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.session import writer_session
-from tidegate.ops.announce import Published, announce, published_ranges
+from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.ops.deploy import resolve
 from tidegate.state.base import Event
@@ -117,6 +117,9 @@ def judge_rerun(
         selected = set()
     # a run marked running whose process is gone holds nothing: the next writer settles it
     live_runs = {r.run_id for r in ctx.state.live_runs() if _alive(r.pid)}
+    first, last = (min(scope), max(k.end for k in scope.values())) if scope else (0, 0)
+    read_by = _read_by(ctx, name, first, last)
+    tainted = {t.mark.start: t.reason for t in ctx.state.open_taints(name, first, last)}
     facts = []
     for start in sorted(scope):
         key = scope[start]
@@ -151,6 +154,8 @@ def judge_rerun(
                 writer_run=row.run_id if row else None,
                 published_at=row.published_at if row else None,
                 locked_by=holder.run_id if holder and holder.run_id in live_runs else None,
+                read_by=tuple(read_by.get(start, ())),
+                taint=tainted.get(start),
             )
         )
     rules = Rules(
@@ -158,6 +163,7 @@ def judge_rerun(
         write_mode=spec.write_mode.value,
         unique_key=spec.unique_key,
         max_partitions=ctx.project.settings.rerun.max_partitions,
+        approve_consumed=ctx.project.settings.rerun.approve_consumed,
     )
     return Plan(run_id, name, version, judge(facts, rules))
 
@@ -225,6 +231,7 @@ def rerun(
                 plan_hash=hashlib.sha256(plan_text.encode()).hexdigest() if plan_text else None,
             )
         )
+        announce_start(ctx, run_id, [plan.model])
         if approval is not None:
             ctx.state.record_event(
                 Event(
@@ -283,7 +290,6 @@ def rerun(
             Published(
                 plan.model,
                 f"v{plan.version.seq}",
-                published_ranges(ctx, run_id, plan.model),
                 status is RunStatus.FAILED,
                 reason,
             )
@@ -298,6 +304,8 @@ def plan_document(plan: Plan, approval: Approval | None) -> dict[str, Any]:
         "model": plan.model,
         "version_id": plan.version.version_id,
         "seq": plan.version.seq,
+        "write_mode": plan.version.spec.write_mode.value,
+        "unique_key": list(plan.version.spec.unique_key),
         "judgment": [
             {
                 "partition": j.facts.label,
@@ -305,6 +313,8 @@ def plan_document(plan: Plan, approval: Approval | None) -> dict[str, Any]:
                 "written_by_version": j.facts.writer_version,
                 "written_by_run": j.facts.writer_run,
                 "published_at": j.facts.published_at,
+                "read_by": list(j.facts.read_by),
+                "taint": j.facts.taint,
                 "verdict": j.verdict.value,
                 "reason": j.reason,
             }
@@ -314,6 +324,24 @@ def plan_document(plan: Plan, approval: Approval | None) -> dict[str, Any]:
         if approval is None
         else {"by": approval.by, "at": approval.at, "reason": approval.reason},
     }
+
+
+def _read_by(ctx: Context, model: str, start: int, end: int) -> dict[int, list[str]]:
+    """Per published partition of `model` in [start, end): the registered consumers that read
+    it, and the downstream model partitions whose published attempt read it."""
+    found = ctx.state.consumed(model, start, end)
+    published = [p for p in ctx.state.partitions(model, start, end) if p.attempt_id]
+    for child in ctx.project.order:
+        child_spec = ctx.project.model(child)
+        if model not in child_spec.upstream or not published:
+            continue
+        for read in ctx.state.readers(child, model, [(start, end)]):
+            label = PartitionKey(child_spec.grain, read.start, read.end).label(child_spec.keys)
+            for partition in published:
+                s, e = partition.partition_start, partition.partition_end
+                if s < read.read_end and e > read.read_start:
+                    found.setdefault(s, []).append(f"{child} {label}")
+    return found
 
 
 def _alive(pid: int | None) -> bool:

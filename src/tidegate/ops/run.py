@@ -16,9 +16,10 @@ from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
 from tidegate.execution.session import writer_session
 from tidegate.ops import correctness
-from tidegate.ops.announce import Published, announce
+from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.ops.schedule import CATCH_UP, EVERYTHING, due_partitions
+from tidegate.ops.taint import tainted_outcomes
 
 FAILED = frozenset({AttemptState.FAILED, AttemptState.SKIPPED})
 
@@ -109,6 +110,7 @@ def run(
                 pid=os.getpid(),
             )
         )
+        announce_start(ctx, run_id, [v.model for v, _ in plan])
         executor = session.executor(SystemTimer())
         outcomes: list[Outcome] = []
         with ctx.closing_run(run_id):
@@ -123,6 +125,7 @@ def run(
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
         confirmed = correctness.shadow_previous(session, run_id, pending, outcomes)
     notes += correctness.record(ctx, confirmed)
+    notes += tainted_outcomes(ctx, outcomes)
     notes += announce(
         ctx,
         run_id,
@@ -130,11 +133,6 @@ def run(
             Published(
                 version.model,
                 f"v{version.seq}",
-                tuple(
-                    o.label
-                    for o in outcomes
-                    if o.model == version.model and o.state is AttemptState.PUBLISHED
-                ),
                 any(o.model == version.model and o.state in FAILED for o in outcomes),
                 reason,
             )

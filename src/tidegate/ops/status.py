@@ -17,6 +17,7 @@ from tidegate.domain.partitions import (
     Grain,
     PartitionKey,
     PartitionRange,
+    following,
     parse_partition,
     to_utc,
 )
@@ -67,6 +68,7 @@ def _partition_state(row: PublishedPartition, active: str | None) -> str:
 def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
     names = [model] if model else list(ctx.project.order)
     models = []
+    tainted = ctx.state.tainted_counts()
     for name in names:
         spec, active = _spec(ctx, name)
         model_state = ctx.state.model_state(name)
@@ -87,7 +89,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             "deploy": _deploy_doc(ctx, name, active, model_state, mine),
             "nondeterministic": any(e.kind == "nondeterministic" for e in mine),
             "next_partition": _next_partition(ctx, active, model_state),
-            "partitions": counts,
+            "partitions": {**counts, "tainted": tainted.get(name, 0)},
             "last_run": None
             if last is None
             else {
@@ -188,6 +190,20 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
         "state": _partition_state(row, active.version_id if active else None),
         "active_version": active.version_id if active else None,
         "published": published,
+        "taints": [
+            {
+                "taint_id": t.taint_id,
+                "reason": t.reason,
+                "origin": t.origin,
+                "depth": t.mark.depth,
+                "via": None
+                if t.mark.via_model is None or t.mark.via_start is None
+                else f"{t.mark.via_model} {_via_label(ctx, t.mark.via_model, t.mark.via_start)}",
+                "marked_at": t.marked_at,
+            }
+            for t in ctx.state.open_taints(model, key.start, key.end)
+            if t.mark.start == key.start
+        ],
         "last_attempt": None
         if last is None
         else {
@@ -201,6 +217,11 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
             "checks": [check_doc(c) for c in ctx.state.checks(last.attempt_id)],
         },
     }
+
+
+def _via_label(ctx: Context, model: str, start: int) -> str:
+    spec = _spec(ctx, model)[0]
+    return _label(spec, start, following(spec.grain, start))
 
 
 def _input_range(ctx: Context, upstream: str, kind: str, start: int, end: int) -> str:
@@ -223,6 +244,7 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
         raise UsageError(f"no run {run_id}")
     attempts = []
     specs: dict[str, ModelSpec] = {}
+    tainted = {t.mark.attempt_id: t.reason for m in found.models for t in ctx.state.open_taints(m)}
     for attempt in ctx.state.attempts_of_run(run_id):
         if attempt.model not in specs:
             writer = ctx.state.get_version(attempt.version_id)
@@ -246,6 +268,7 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
                     c.name for c in ctx.state.checks(attempt.attempt_id) if not c.passed
                 ],
                 "reconciliations": _reconciliation_docs(ctx, attempt.attempt_id),
+                "taint": tainted.get(attempt.attempt_id),
             }
         )
     return {

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import Source
+from tidegate.domain.taint import TaintPolicy
 from tidegate.notify.config import Consumer, NotifyTarget, check_references
 from tidegate.project import toml_errors
 
@@ -45,6 +46,14 @@ class SourceSection(_Strict):
 class RerunSection(_Strict):
     # a rerun of more partitions than this needs `--approve "reason"`
     max_partitions: int = Field(default=31, ge=1)
+    # rerunning a partition a consumer (a downstream model or a registered consumer) already
+    # read needs `--approve "reason"`
+    approve_consumed: bool = True
+
+
+class TaintSection(_Strict):
+    # a partition whose upstream input is tainted: skipped (block) or published tainted (warn)
+    downstream: TaintPolicy = TaintPolicy.BLOCK
 
 
 class ProjectFile(_Strict):
@@ -53,6 +62,7 @@ class ProjectFile(_Strict):
     state: StateSection = StateSection()
     sources: dict[str, SourceSection] = {}
     rerun: RerunSection = RerunSection()
+    taint: TaintSection = TaintSection()
     notify: tuple[NotifyTarget, ...] = ()
     consumers: tuple[Consumer, ...] = ()
 

@@ -136,6 +136,36 @@ def _columns(model: ModelFile) -> tuple[Column, ...]:
     return tuple(columns)
 
 
+def _check_unique_key(model: ModelFile, columns: tuple[Column, ...]) -> None:
+    """The unique key names output columns, each once; merge needs one; a write matched by it
+    (merge, append with a key) needs it NOT NULL, since a NULL key never matches its own row
+    and writing it again would add the row twice."""
+    header = model.header
+    declared = {c.name: c for c in columns}
+    line = model.header_line("unique_key")
+    for key in header.unique_key:
+        if key not in declared:
+            raise ConfigError(model.path, f"unique_key: {key!r} is not in columns", line)
+    if len(set(header.unique_key)) != len(header.unique_key):
+        raise ConfigError(model.path, "unique_key: repeated column", line)
+    if header.write_mode == WriteMode.MERGE.value and not header.unique_key:
+        raise ConfigError(
+            model.path,
+            "write_mode: merge needs unique_key (the columns that identify a row)",
+            model.header_line("write_mode"),
+        )
+    if header.write_mode == WriteMode.OVERWRITE.value:
+        return
+    for key in header.unique_key:
+        if declared[key].nullable:
+            raise ConfigError(
+                model.path,
+                f"unique_key: {key!r} must be NOT NULL in columns: {header.write_mode} matches "
+                "rows by their key, and a NULL key matches nothing",
+                line,
+            )
+
+
 def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
     header = model.header
     if header.grain is Grain.KEY:
@@ -307,13 +337,7 @@ def _build_spec(
             f"{field}: {partition_column!r} is not in columns",
             model.header_line(field),
         )
-    for key in header.unique_key:
-        if key not in column_names:
-            raise ConfigError(
-                model.path,
-                f"unique_key: {key!r} is not in columns",
-                model.header_line("unique_key"),
-            )
+    _check_unique_key(model, columns)
     if header.start is not None:
         try:
             parse_partition(header.start, header.grain, keys)

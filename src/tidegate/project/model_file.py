@@ -113,7 +113,7 @@ class ModelHeader(_Strict):
     key_column: str | None = None
     keys: list[str] = []
     start: str | None = None
-    write_mode: Literal["overwrite"] = "overwrite"
+    write_mode: Literal["overwrite", "merge", "append"] = "overwrite"
     unique_key: list[str] = []
     schedule: str | None = None
     columns: dict[str, str] = Field(min_length=1)

@@ -44,17 +44,19 @@ def attach_staging() -> str:
     return f"ATTACH IF NOT EXISTS ':memory:' AS {ident(STAGING_CATALOG).sql(dialect=DIALECT)}"
 
 
-def column(name: str) -> exp.Column:
-    return exp.Column(this=ident(name))
+def column(name: str, table_alias: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table_alias) if table_alias else None)
 
 
 def _sql(expression: exp.Expr, dialect: str = DIALECT) -> str:
     return expression.sql(dialect=dialect)
 
 
-def partition_predicate(partition_column: str, keyed: bool) -> exp.Expr:
+def partition_predicate(
+    partition_column: str, keyed: bool, table_alias: str | None = None
+) -> exp.Expr:
     """Rows of the partition being written: bound as $start/$end, or $key for key lists."""
-    col = column(partition_column)
+    col = column(partition_column, table_alias)
     if keyed:
         return exp.EQ(this=col, expression=exp.Placeholder(this="key"))
     lower = exp.GTE(

@@ -16,7 +16,8 @@ from tidegate.domain.gate import Gate
 from tidegate.domain.model import Version
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
-from tidegate.notify.row import OutboxRow
+from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition
+from tidegate.notify.row import ConsumerRead, OutboxRow
 
 
 @dataclass(frozen=True)
@@ -153,10 +154,21 @@ class StateStore(Protocol):
     def reconciliations(self, attempt_id: str) -> list[ReconciliationResult]: ...
 
     def publish(self, attempt_id: str, at: str) -> None:
-        """Mark an audited attempt published and make it its partition's published attempt."""
+        """Mark an audited attempt published and make it its partition's published attempt.
+
+        Taints follow in the same transaction: the marks of the attempt it replaces are cleared
+        (by this attempt), and it is marked with the open taints of the upstream partitions it
+        read."""
 
     def publish_many(self, attempt_ids: Sequence[str], at: str) -> None:
         """`publish` for several attempts in one transaction."""
+
+    def record_published_content(self, contents: Mapping[str, tuple[int, str]]) -> None:
+        """For audited attempts whose publish left their partition holding other rows than
+        they staged (merge, append): attempt id → the partition's rows and checksum after the
+        publish, as its commit marker carries them. They replace the staged ones recorded by
+        `record_audits`, so that `publish` gives the partition its content. One transaction;
+        idempotent; raises IllegalTransition, changing nothing, if an attempt is not audited."""
 
     def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None: ...
 
@@ -187,8 +199,9 @@ class StateStore(Protocol):
         """Published partitions of `model` in [start, end) merged into intervals (only those
         written by `version_id` when given). Merged in the store, not one row per partition."""
 
-    def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
-        """The partitions a run has published (its checkpoints), merged into intervals."""
+    def run_checkpoints(self, run_id: str, model: str) -> list[tuple[int, int]]:
+        """The partitions of `model` a run has published (its checkpoints), merged into
+        intervals."""
 
     def segments(
         self, model: str, active_version: str | None, limit: int = 1000
@@ -207,9 +220,15 @@ class StateStore(Protocol):
     # outbox ----------------------------------------------------------------------------
     # Events waiting for delivery to notification targets (tidegate.notify.outbox).
     # Timestamps are ledger stamps (ISO-8601 UTC, microseconds), compared as text.
-    def add_outbox(self, entries: Sequence[tuple[str, str]], at: str) -> list[int]:
+    def add_outbox(
+        self,
+        entries: Sequence[tuple[str, str]],
+        at: str,
+        reads: Mapping[int, Sequence[ConsumerRead]] | None = None,
+    ) -> list[int]:
         """Queue (target, payload JSON) rows, due at once, in one transaction; their ids in
-        order."""
+        order. `reads` (by entry index) are the consumer reads an entry tells of: they count as
+        consumed once it is delivered."""
 
     def claim_outbox(self, target: str, now: str, until: str) -> OutboxRow | None:
         """The oldest undelivered row of `target` if it is due at `now`, counted as one more
@@ -224,3 +243,36 @@ class StateStore(Protocol):
 
     def outbox(self, target: str | None = None, pending_only: bool = False) -> list[OutboxRow]:
         """Outbox rows (of `target`, or undelivered only), oldest first."""
+
+    # taints and consumers ----------------------------------------------------------------
+    def taint(
+        self, taint: Taint, order: Sequence[str], parents: Mapping[str, Sequence[str]]
+    ) -> list[Mark]:
+        """Record `taint` and mark the partitions it reaches (domain.taint.propagate over the
+        models downstream of its model, `order` and `parents` as there), reading lineage and
+        writing marks in one transaction, so no publish slips between. Records nothing and
+        returns [] when no partition in its range is published."""
+
+    def open_taints(
+        self, model: str | None = None, start: int | None = None, end: int | None = None
+    ) -> list[TaintedPartition]:
+        """Open marks (of `model`, overlapping [start, end)), by model and partition."""
+
+    def tainted_counts(self) -> dict[str, int]:
+        """Per model: how many partitions carry an open mark."""
+
+    def cleared_by_run(self, run_id: str) -> list[tuple[str, int, int]]:
+        """Partitions (model, start, end) whose marks attempts of `run_id` cleared and which
+        carry no open mark now: the ones to re-read."""
+
+    def readers(self, model: str, upstream: str, windows: Sequence[tuple[int, int]]) -> list[Read]:
+        """Published partitions of `model` whose attempt read `upstream` in one of `windows`."""
+
+    def record_reads(
+        self, consumer: str, model: str, windows: Sequence[tuple[int, int]], at: str
+    ) -> None:
+        """A consumer acknowledged reading these windows of `model`."""
+
+    def consumed(self, model: str, start: int, end: int) -> dict[int, list[str]]:
+        """Per published partition of `model` starting in [start, end): the consumers that read
+        what is published there now (acknowledged, or told by a delivered notice)."""

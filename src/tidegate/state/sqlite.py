@@ -13,6 +13,7 @@ from tidegate.state.sqlite_gates import GateTables
 from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
 from tidegate.state.sqlite_runs import RunTables
+from tidegate.state.sqlite_taints import TaintTables
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -31,7 +32,9 @@ def migrations() -> list[tuple[int, str]]:
 SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
-class SQLiteStateStore(GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables):
+class SQLiteStateStore(
+    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, TaintTables
+):
     """The embedded ledger, one SQLite file in WAL mode."""
 
     def __init__(self, path: Path) -> None:

@@ -12,6 +12,7 @@ from tidegate.domain.model import Severity
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input
 from tidegate.state.sqlite_tables import SQLiteTables
+from tidegate.state.sqlite_taints import any_open_taint, settle_taints
 
 
 class AttemptTables(SQLiteTables):
@@ -104,8 +105,11 @@ class AttemptTables(SQLiteTables):
 
     def publish_many(self, attempt_ids: Sequence[str], at: str) -> None:
         with self._tx() as con:
+            tainted = any_open_taint(con)
             for attempt_id in attempt_ids:
                 self._publish_one(con, attempt_id, at)
+                if tainted:
+                    settle_taints(con, attempt_id, at)
 
     @staticmethod
     def _publish_one(con: sqlite3.Connection, attempt_id: str, at: str) -> None:
@@ -126,6 +130,19 @@ class AttemptTables(SQLiteTables):
             "AND partitions.partition_start = a.partition_start",
             (at, attempt_id),
         )
+
+    def record_published_content(self, contents: Mapping[str, tuple[int, str]]) -> None:
+        with self._tx() as con:
+            for attempt_id, (rows, checksum) in contents.items():
+                moved = con.execute(
+                    "UPDATE attempts SET row_count = ?, checksum = ? "
+                    "WHERE attempt_id = ? AND state = 'audited'",
+                    (rows, checksum, attempt_id),
+                )
+                if moved.rowcount != 1:
+                    raise IllegalTransition(
+                        f"attempt {attempt_id} is not audited; its content cannot be recorded"
+                    )
 
     def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None:
         with self._tx() as con:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from tidegate.notify.row import OutboxRow
+from tidegate.notify.row import ConsumerRead, OutboxRow
 from tidegate.state.sqlite_tables import SQLiteTables
 
 
 class OutboxTables(SQLiteTables):
-    def add_outbox(self, entries: Sequence[tuple[str, str]], at: str) -> list[int]:
+    def add_outbox(
+        self,
+        entries: Sequence[tuple[str, str]],
+        at: str,
+        reads: Mapping[int, Sequence[ConsumerRead]] | None = None,
+    ) -> list[int]:
         ids: list[int] = []
         with self._tx() as con:
-            for target, payload in entries:
+            for index, (target, payload) in enumerate(entries):
                 cursor = con.execute(
                     "INSERT INTO outbox (target, payload, created_at, next_attempt_at) "
                     "VALUES (?, ?, ?, ?)",
@@ -21,6 +26,13 @@ class OutboxTables(SQLiteTables):
                 )
                 assert cursor.lastrowid is not None  # an INSERT into a rowid table sets it
                 ids.append(cursor.lastrowid)
+                con.executemany(
+                    "INSERT INTO consumer_reads VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (r.consumer, r.model, r.start, r.end, ids[-1], at)
+                        for r in (reads or {}).get(index, ())
+                    ],
+                )
         return ids
 
     def claim_outbox(self, target: str, now: str, until: str) -> OutboxRow | None:

@@ -55,6 +55,7 @@ class PartitionTables(SQLiteTables):
         " UNION ALL"
         " SELECT partition_start, partition_end FROM attempts"
         " WHERE :source = 'run' AND run_id = :run AND state = 'published'"
+        " AND model = :model"
         "), marked AS ("
         " SELECT partition_start, partition_end, CASE WHEN partition_start ="
         " lag(partition_end) OVER (ORDER BY partition_start) THEN 0 ELSE 1 END AS gap"
@@ -78,8 +79,8 @@ class PartitionTables(SQLiteTables):
             source="model", model=model, start=start, end=end, version=version_id
         )
 
-    def run_checkpoints(self, run_id: str) -> list[tuple[int, int]]:
-        return self._intervals(source="run", run=run_id)
+    def run_checkpoints(self, run_id: str, model: str) -> list[tuple[int, int]]:
+        return self._intervals(source="run", run=run_id, model=model)
 
     def segments(
         self, model: str, active_version: str | None, limit: int = 1000

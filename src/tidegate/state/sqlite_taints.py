@@ -1,0 +1,186 @@
+"""Ledger tables of taints (contamination marks and their lineage) and of consumers' reads."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+
+from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate
+from tidegate.state.sqlite_tables import SQLiteTables
+
+OPEN_MARKS = (
+    "SELECT m.*, t.reason, t.model AS origin FROM tainted_partitions m "
+    "JOIN taints t USING (taint_id) WHERE m.cleared_at IS NULL "
+)
+
+# Published partitions of a model whose attempt read a window of an upstream model.
+READERS = (
+    "SELECT p.partition_start, p.partition_end, p.attempt_id, i.range_start, i.range_end "
+    "FROM attempt_inputs i JOIN partitions p ON p.attempt_id = i.attempt_id "
+    "WHERE i.upstream = ? AND i.kind = 'model' AND p.model = ? "
+    "AND i.range_start < ? AND i.range_end > ? ORDER BY p.partition_start"
+)
+
+
+class TaintTables(SQLiteTables):
+    def taint(
+        self, taint: Taint, order: Sequence[str], parents: Mapping[str, Sequence[str]]
+    ) -> list[Mark]:
+        with self._tx() as con:
+            origin = [
+                Mark(taint.model, r[0], r[1], r[2], 0)
+                for r in con.execute(
+                    "SELECT partition_start, partition_end, attempt_id FROM partitions "
+                    "WHERE model = ? AND partition_start >= ? AND partition_start < ? "
+                    "AND attempt_id IS NOT NULL ORDER BY partition_start",
+                    (taint.model, taint.start, taint.end),
+                )
+            ]
+            if not origin:
+                return []
+            marks = propagate(origin, order, parents, lambda m, u, w: _readers(con, m, u, w))
+            con.execute(
+                "INSERT INTO taints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    taint.taint_id,
+                    taint.model,
+                    taint.grain,
+                    taint.start,
+                    taint.end,
+                    taint.reason,
+                    taint.actor,
+                    taint.at,
+                ),
+            )
+            con.executemany(
+                "INSERT OR IGNORE INTO tainted_partitions (taint_id, model, partition_start, "
+                "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        taint.taint_id,
+                        m.model,
+                        m.start,
+                        m.end,
+                        m.attempt_id,
+                        m.depth,
+                        m.via_model,
+                        m.via_start,
+                        taint.at,
+                    )
+                    for m in marks
+                ],
+            )
+        return marks
+
+    def open_taints(
+        self, model: str | None = None, start: int | None = None, end: int | None = None
+    ) -> list[TaintedPartition]:
+        rows = self._all(
+            OPEN_MARKS + "AND (:model IS NULL OR m.model = :model) "
+            "AND (:start IS NULL OR m.partition_end > :start) "
+            "AND (:end IS NULL OR m.partition_start < :end) "
+            "ORDER BY m.model, m.partition_start, m.depth",
+            {"model": model, "start": start, "end": end},
+        )
+        return [_tainted(r) for r in rows]
+
+    def tainted_counts(self) -> dict[str, int]:
+        rows = self._all(
+            "SELECT model, count(DISTINCT partition_start) FROM tainted_partitions "
+            "WHERE cleared_at IS NULL GROUP BY model"
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    def cleared_by_run(self, run_id: str) -> list[tuple[str, int, int]]:
+        rows = self._all(
+            "SELECT DISTINCT m.model, m.partition_start, m.partition_end "
+            "FROM tainted_partitions m JOIN attempts a ON a.attempt_id = m.cleared_by "
+            "WHERE a.run_id = ? AND NOT EXISTS (SELECT 1 FROM tainted_partitions o "
+            " WHERE o.model = m.model AND o.partition_start = m.partition_start "
+            " AND o.cleared_at IS NULL) ORDER BY m.model, m.partition_start",
+            (run_id,),
+        )
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+    def readers(self, model: str, upstream: str, windows: Sequence[tuple[int, int]]) -> list[Read]:
+        with self._lock:
+            return _readers(self._con, model, upstream, windows)
+
+    def record_reads(
+        self, consumer: str, model: str, windows: Sequence[tuple[int, int]], at: str
+    ) -> None:
+        with self._tx() as con:
+            con.executemany(
+                "INSERT INTO consumer_reads (consumer, model, range_start, range_end, at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(consumer, model, start, end, at) for start, end in windows],
+            )
+
+    def consumed(self, model: str, start: int, end: int) -> dict[int, list[str]]:
+        rows = self._all(
+            "SELECT DISTINCT p.partition_start, r.consumer FROM partitions p "
+            "JOIN consumer_reads r ON r.model = p.model AND r.range_start < p.partition_end "
+            " AND r.range_end > p.partition_start AND r.at >= p.published_at "
+            "LEFT JOIN outbox o ON o.id = r.outbox_id "
+            "WHERE p.model = ? AND p.partition_start >= ? AND p.partition_start < ? "
+            "AND p.attempt_id IS NOT NULL "
+            "AND (r.outbox_id IS NULL OR o.delivered_at IS NOT NULL) "
+            "ORDER BY p.partition_start, r.consumer",
+            (model, start, end),
+        )
+        found: dict[int, list[str]] = {}
+        for row in rows:
+            found.setdefault(int(row[0]), []).append(row[1])
+        return found
+
+
+def _readers(
+    con: sqlite3.Connection, model: str, upstream: str, windows: Sequence[tuple[int, int]]
+) -> list[Read]:
+    found: dict[int, Read] = {}
+    for start, end in windows:
+        for row in con.execute(READERS, (upstream, model, end, start)):
+            found.setdefault(row[0], Read(model, row[0], row[1], row[2], row[3], row[4]))
+    return [found[k] for k in sorted(found)]
+
+
+def _tainted(row: sqlite3.Row) -> TaintedPartition:
+    mark = Mark(
+        row["model"],
+        row["partition_start"],
+        row["partition_end"],
+        row["attempt_id"],
+        row["depth"],
+        row["via_model"],
+        row["via_start"],
+    )
+    return TaintedPartition(row["taint_id"], mark, row["reason"], row["origin"], row["marked_at"])
+
+
+def settle_taints(con: sqlite3.Connection, attempt_id: str, at: str) -> None:
+    """On publishing `attempt_id`: clear the marks of what it replaces, and mark it with the
+    taints of the upstream partitions it read (a run told to warn, not block)."""
+    con.execute(
+        "UPDATE tainted_partitions SET cleared_at = ?, cleared_by = ? "
+        "WHERE cleared_at IS NULL AND attempt_id != ? AND (model, partition_start) = "
+        "(SELECT model, partition_start FROM attempts WHERE attempt_id = ?)",
+        (at, attempt_id, attempt_id, attempt_id),
+    )
+    con.execute(
+        "INSERT OR IGNORE INTO tainted_partitions (taint_id, model, partition_start, "
+        "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
+        "SELECT t.taint_id, a.model, a.partition_start, a.partition_end, a.attempt_id, "
+        "min(t.depth) + 1, t.model, min(t.partition_start), ? "
+        "FROM attempts a JOIN attempt_inputs i ON i.attempt_id = a.attempt_id "
+        "AND i.kind = 'model' "
+        "JOIN tainted_partitions t ON t.model = i.upstream AND t.cleared_at IS NULL "
+        "AND t.partition_start < i.range_end AND t.partition_end > i.range_start "
+        "WHERE a.attempt_id = ? GROUP BY t.taint_id, t.model",
+        (at, attempt_id),
+    )
+
+
+def any_open_taint(con: sqlite3.Connection) -> bool:
+    found = con.execute("SELECT 1 FROM tainted_partitions WHERE cleared_at IS NULL LIMIT 1")
+    return found.fetchone() is not None
