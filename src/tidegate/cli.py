@@ -259,8 +259,11 @@ def _register() -> None:
     for command in (taint, recover, ack, deliver):
         cli.add_command(command)
     from tidegate.cli_diff import diff
+    from tidegate.cli_report import report, ui
 
     cli.add_command(diff)
+    cli.add_command(report)
+    cli.add_command(ui)
 
 
 _register()

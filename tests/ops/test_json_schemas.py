@@ -56,6 +56,8 @@ PRODUCED = {
     "show run succeeded": "run",
     "show run failed": "run",
     "history": "history",
+    "report": "report",
+    "ui": "ui",
     "deliver": "deliver",
     "backfill dry run": "backfill-plan",
     "backfill halted by a stop-loss": "backfill-event",
@@ -202,6 +204,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("show run succeeded", "show", "run", ok["run_id"], *p)
     out.cli("show run failed", "show", "run", failed[0]["run_id"], *p)
     out.cli("history", "history", "daily_revenue", *p)
+    out.cli("report", "report", "--out", root / "report.html", *p)
+    listening(out, project)
     out.cli("deliver", "deliver", *p)
     backfills(out, project, root / "backfills")
     taints(out, root / "backfills")
@@ -212,6 +216,18 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     out.cli("error", "status", "no_such_model", *p, code=2)
     out.cli("demo", "demo", "--rows-per-day", "5")
     return out
+
+
+def listening(out: Outputs, project: Path) -> None:
+    """`tidegate ui --json` prints one line once it listens, then serves until stopped."""
+    process = spawn("ui", "--port", "0", "--json", "--project", project)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    out.record("ui", Result(0, line, stderr), 0)
 
 
 def backfills(out: Outputs, project: Path, fresh: Path) -> None:
@@ -336,6 +352,8 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "rollback",
         "pause",
         "history",
+        "report",
+        "ui",
         "init",
         "demo",
         "error",
@@ -514,6 +532,13 @@ REGRESSIONS = {
     "backfill-plan: batches missing": ("backfill dry run", ["batches"], KeyError),
     "backfill-stop: not requested": ("backfill stop", ["stop_requested"], False),
     "backfill-list: unknown status": ("backfill list", ["runs", 0, "status"], "done"),
+    "report: a state count goes missing": (
+        "report",
+        ["models", 0, "counts", "missing"],
+        KeyError,
+    ),
+    "report: an unknown state": ("report", ["models", 0, "counts", "done"], 1),
+    "ui: listening beyond this machine": ("ui", ["url"], "http://0.0.0.0:8765/"),
 }
 
 

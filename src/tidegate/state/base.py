@@ -7,6 +7,7 @@ before and outcome after, and is reconciled from the markers after a crash.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
 from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition
 from tidegate.notify.row import ConsumerRead, OutboxRow
+from tidegate.report.rows import CellRow, FailingCheck, RunSummary
 
 
 @dataclass(frozen=True)
@@ -276,3 +278,33 @@ class StateStore(Protocol):
     def consumed(self, model: str, start: int, end: int) -> dict[int, list[str]]:
         """Per published partition of `model` starting in [start, end): the consumers that read
         what is published there now (acknowledged, or told by a delivered notice)."""
+
+    # the report and the UI (read only) -----------------------------------------------------
+    def reading(self) -> AbstractContextManager[None]:
+        """Hold one read transaction: every read inside sees the same committed ledger, while
+        writers in other processes go on. Reads only; not reentrant."""
+
+    def ledger_stamp(self) -> str:
+        """A token that changes whenever the ledger changes (any process), to skip rereading
+        an unchanged ledger. Cheap; opaque."""
+
+    def partition_cells(self, model: str, active_version: str | None) -> list[CellRow]:
+        """Every partition of `model` the ledger knows, in order, in the state `segments`
+        counts it under, with the run and checksum of what is published and the newest
+        attempt's run, version and error when that attempt is not the published one."""
+
+    def run_summaries(self, limit: int = 200) -> list[RunSummary]:
+        """The newest `limit` runs, newest first, each with its attempts counted by state."""
+
+    def failing_checks(self, limit: int = 200) -> list[FailingCheck]:
+        """Check results that did not pass, newest attempt first."""
+
+    def current_check_failures(self, model: str) -> list[FailingCheck]:
+        """Failed check results of the newest attempt of each partition of `model`, in
+        partition order."""
+
+    def recent_events(self, limit: int = 500) -> list[Event]:
+        """History events of every model, newest first."""
+
+    def recent_outbox(self, limit: int = 200) -> list[OutboxRow]:
+        """Outbox rows, newest first (delivered or not)."""

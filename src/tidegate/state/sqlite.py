@@ -12,6 +12,7 @@ from tidegate.state.sqlite_attempts import AttemptTables
 from tidegate.state.sqlite_gates import GateTables
 from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
+from tidegate.state.sqlite_report import ReportTables
 from tidegate.state.sqlite_runs import RunTables
 from tidegate.state.sqlite_taints import TaintTables
 
@@ -33,7 +34,7 @@ SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
 class SQLiteStateStore(
-    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, TaintTables
+    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, TaintTables, ReportTables
 ):
     """The embedded ledger, one SQLite file in WAL mode."""
 
