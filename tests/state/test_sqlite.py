@@ -126,3 +126,20 @@ def test_a_store_is_readable_while_another_connection_writes(tmp_path: Path) -> 
     finally:
         writer.close()
         reader.close()
+
+
+def test_attempt_state_changes_find_their_partition_by_index(tmp_path: Path) -> None:
+    """Each state change of an attempt updates its partition's row by the attempt id: a scan
+    would make every change cost the whole history."""
+    path = tmp_path / "state.db"
+    SQLiteStateStore(path).close()
+    con = sqlite3.connect(path)
+    try:
+        plan = con.execute(
+            "EXPLAIN QUERY PLAN UPDATE partitions SET last_state = 'running' "
+            "WHERE last_attempt_id = ?",
+            ("att-1",),
+        ).fetchall()
+    finally:
+        con.close()
+    assert any("partitions_by_last_attempt" in str(row) for row in plan), plan
