@@ -151,6 +151,11 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
             f"  throttle     {plan.max_concurrency} in flight, "
             f"{plan.rate_per_minute or 'unlimited'} batch starts/min"
         )
+        if radius["refused"]:
+            click.echo(
+                f"  refused      {', '.join(radius['refused'])}: published already, and an "
+                "append without a unique key would duplicate their rows"
+            )
         stale = ", ".join(radius["downstream"]) or "none"
         click.echo(f"  downstream   {stale} (their partitions over this range become stale)")
         estimate = radius["estimated_seconds"]

@@ -258,6 +258,27 @@ def test_append_without_a_key_refuses_a_second_publish_and_writes_nothing(
     assert judged["judgment"][0]["verdict"] == "refused"
 
 
+def test_a_backfill_leaves_out_what_an_append_without_a_key_published(project: Path) -> None:
+    with_model(project, model_file("append", unique_key=""))
+    run_day(project)  # 2025-01-02
+    week = ("--partitions", "2025-01-01..2025-01-04")
+    plan = doc(project, "backfill", MODEL, *week, "--dry-run")
+    assert (plan["partitions"], plan["refused"]) == (3, [DAY])
+    assert plan["ranges"] == ["2025-01-01", "2025-01-03..2025-01-04"]
+    ledger, warehouse = state_dump(project)["partitions"], warehouse_dump(project)
+    again = cli(project, "backfill", MODEL, "--partitions", DAY, code=2)
+    assert "every partition in 2025-01-02 is published already" in again.stderr
+    assert state_dump(project)["partitions"] == ledger and warehouse_dump(project) == warehouse
+    done = [
+        json.loads(line)
+        for line in cli(project, "backfill", MODEL, *week, "--json").stdout.splitlines()
+    ]
+    assert done[-1]["status"] == "succeeded" and done[-1]["published"] == 3
+    every = "SELECT {0} FROM {1} WHERE order_ts < DATE '2025-01-05' ORDER BY 1"
+    published = read(project, every.format(", ".join(COLUMNS), MODEL))
+    assert_exactly_once(published, read(project, every.format(", ".join(COLUMNS), "orders")))
+
+
 # -- staged rows with a repeated key ------------------------------------------------------------
 
 

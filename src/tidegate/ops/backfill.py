@@ -20,7 +20,7 @@ from tidegate.domain.clock import SystemTimer, Timer, stamp
 from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
-from tidegate.domain.model import Version
+from tidegate.domain.model import ModelSpec, Version, WriteMode
 from tidegate.domain.partitions import IntervalSet, parse_range
 from tidegate.domain.run import Run
 from tidegate.engines.base import window_bounds
@@ -88,6 +88,13 @@ def make_plan(ctx: Context, request: Request) -> BackfillPlan:
             spec.name, chosen.start, chosen.end, version.version_id
         )
         selection = selection.minus(IntervalSet.of(mine))
+    refused = _published_once(ctx, spec, chosen.start, chosen.end)
+    if refused and not selection.minus(refused):
+        raise UsageError(
+            f"nothing to backfill: {spec.name} appends without a unique key and every partition "
+            f"in {request.partitions} is published already; appending again would duplicate rows"
+        )
+    selection = selection.minus(refused)
     return BackfillPlan(
         model=spec.name,
         version_id=version.version_id,
@@ -358,9 +365,19 @@ def _count(values: dict[str, Any], key: str) -> int:
     return int(values[key]) if values.get(key) is not None else 1
 
 
+def _published_once(ctx: Context, spec: ModelSpec, start: int, end: int) -> IntervalSet:
+    """The published partitions in [start, end) a backfill must leave alone: an append without
+    a unique key writes a partition once (again would duplicate its rows)."""
+    if spec.write_mode is not WriteMode.APPEND or spec.unique_key:
+        return IntervalSet()
+    return IntervalSet.of(ctx.state.published_intervals(spec.name, start, end))
+
+
 def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
     """What a backfill would do, without writing anything (the warehouse is opened read-only)."""
     spec = ctx.project.model(plan.model)
+    requested = parse_range(plan.requested, spec.grain, spec.keys)
+    refused = _published_once(ctx, spec, requested.start, requested.end)
     ranges = IntervalSet(plan.selection).ranges(plan.grain)
     batches = plan.batches()
     shown = [next(batches, None) for _ in range(10)]
@@ -390,6 +407,7 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         "downstream": downstream_of(
             {n: m.upstream for n, m in ctx.project.models.items()}, plan.model
         ),
+        "refused": [r.label(spec.keys) for r in refused.ranges(plan.grain)],
         "estimated_seconds": None
         if per_partition is None
         else round(per_partition * plan.partitions / plan.max_concurrency, 1),
