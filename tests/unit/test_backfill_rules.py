@@ -149,3 +149,31 @@ def test_reconciliation_compares_within_tolerance_and_treats_nothing_as_zero() -
     assert compare(loose, "10.00", "10.05").passed
     assert not compare(loose, "10.00", "10.06").passed
     assert Decimal(compare(loose, "1", "2").tolerance) == Decimal("0.05")
+
+
+def test_a_slow_question_is_asked_at_most_once_per_interval_and_a_yes_sticks() -> None:
+    from tidegate.domain.clock import Polled
+
+    class Timer:
+        now = 0.0
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, seconds: float) -> None:
+            self.now += seconds
+
+    timer, asked, answers = Timer(), [], iter([False, True])
+
+    def ask() -> bool:
+        asked.append(timer.now)
+        return next(answers)
+
+    polled = Polled(ask, timer, 0.5)
+    assert [polled(), polled()] == [False, False] and asked == [0.0]
+    timer.sleep(0.4)
+    assert polled() is False and asked == [0.0]
+    timer.sleep(0.1)
+    assert polled() is True and asked == [0.0, 0.5]
+    timer.sleep(5)
+    assert polled() is True and asked == [0.0, 0.5]  # answered yes: never asked again

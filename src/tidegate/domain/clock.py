@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
@@ -45,3 +46,19 @@ class SystemTimer:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+
+class Polled:
+    """A yes/no question asked of something slow (the ledger, from the coordinator between
+    batches) at most once every `seconds`; in between, the last answer. Once yes, always yes."""
+
+    def __init__(self, ask: Callable[[], bool], timer: Timer, seconds: float) -> None:
+        self.ask, self.timer, self.seconds = ask, timer, seconds
+        self.asked_at: float | None = None
+        self.answer = False
+
+    def __call__(self) -> bool:
+        now = self.timer.monotonic()
+        if not self.answer and (self.asked_at is None or now - self.asked_at >= self.seconds):
+            self.asked_at, self.answer = now, self.ask()
+        return self.answer

@@ -16,7 +16,7 @@ from typing import Any
 
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, parse_rate
-from tidegate.domain.clock import SystemTimer, Timer, stamp
+from tidegate.domain.clock import Polled, SystemTimer, Timer, stamp
 from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
@@ -32,6 +32,9 @@ from tidegate.ops.context import Context
 from tidegate.project import toml_errors
 
 KIND = "backfill"
+# `backfill stop`, a pause or a rollback from another process is read from the ledger at most this
+# often: reading it between every two batches costs more than the batches of a small partition
+LEDGER_POLL_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -193,20 +196,22 @@ def _execute(
     version = ctx.state.get_version(plan.version_id)
     if version is None:
         raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
+    timer = timer or SystemTimer()
+    held = Polled(
+        lambda: ctx.state.stop_requested(run_id) or _held(ctx, plan, force_paused) is not None,
+        timer,
+        LEDGER_POLL_SECONDS,
+    )
     options = Options(
         max_concurrency=plan.max_concurrency,
         rate_per_minute=plan.rate_per_minute,
         stop_loss=plan.stop_loss,
-        stop_requested=lambda: (
-            stop_flag.is_set()
-            or ctx.state.stop_requested(run_id)
-            or _held(ctx, plan, force_paused) is not None
-        ),
+        stop_requested=lambda: stop_flag.is_set() or held(),
         on_outcome=on_outcome,
     )
     # `resume` continues a run cut short from its checkpoints
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
-        report = session.executor(timer or SystemTimer()).execute(
+        report = session.executor(timer).execute(
             run_id, version, enumerate(plan.batches(skip=done)), options
         )
     status, reason = verdict(report)

@@ -18,7 +18,7 @@ from typing import Any
 
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.backfill import BackfillPlan
-from tidegate.domain.clock import SystemTimer, Timer, stamp
+from tidegate.domain.clock import Polled, SystemTimer, Timer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import new_run_id
@@ -28,7 +28,14 @@ from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
 from tidegate.ops.announce import Published, announce, announce_start, labels
-from tidegate.ops.backfill import active_version, resumable, run_of, trigger_text, verdict
+from tidegate.ops.backfill import (
+    LEDGER_POLL_SECONDS,
+    active_version,
+    resumable,
+    run_of,
+    trigger_text,
+    verdict,
+)
 from tidegate.ops.context import Context
 
 KIND = "recover"
@@ -200,6 +207,8 @@ def _execute(
         if state is not None and state.paused:
             raise RefusedError(f"cannot recover: {step.model} is paused")
     total = Report()
+    timer = timer or SystemTimer()
+    held = Polled(lambda: ctx.state.stop_requested(run_id), timer, LEDGER_POLL_SECONDS)
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
         for step in plan.steps:
             version = ctx.state.get_version(step.version_id)
@@ -210,14 +219,14 @@ def _execute(
             if not IntervalSet(step.selection).minus(done):
                 continue
             on_step(run_id, step)
-            report = session.executor(timer or SystemTimer()).execute(
+            report = session.executor(timer).execute(
                 run_id,
                 version,
                 enumerate(step.batches(skip=done)),
                 Options(
                     max_concurrency=step.max_concurrency,
                     stop_loss=step.stop_loss,
-                    stop_requested=lambda: stop_flag.is_set() or ctx.state.stop_requested(run_id),
+                    stop_requested=lambda: stop_flag.is_set() or held(),
                     on_outcome=on_outcome,
                 ),
             )
