@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from tests.state.contract import AT, LATER, RUN_A, RUN_B, T0, V1, attempt, run
+from tests.state.contract import AT, LATER, RUN_A, RUN_B, T0, V1, attempt, run, spec, version
 from tidegate.domain.attempt import AttemptState
+from tidegate.domain.model import WriteMode
 from tidegate.domain.partitions import DAY_SECONDS
 from tidegate.domain.run import Input
 from tidegate.domain.taint import Read, Taint
@@ -19,6 +20,7 @@ DAY = DAY_SECONDS
 MONTH_END = T0 + 31 * DAY
 EARLY = "2025-01-01T12:00:00.000000+00:00"
 LATEST = "2025-01-03T00:00:00.000000+00:00"
+MERGE = replace(version("c3" + "0" * 62, 3), spec=replace(spec(), write_mode=WriteMode.MERGE))
 ORDER = ["monthly_revenue"]
 PARENTS = {"monthly_revenue": ["daily_revenue"]}
 
@@ -32,10 +34,16 @@ def publish(store: StateStore, attempt_id: str, day: int = 0, run_id: str = RUN_
     _publish(store, attempt_id)
 
 
-def publish_month(store: StateStore, attempt_id: str, read: tuple[str, ...]) -> None:
+def publish_month(
+    store: StateStore, attempt_id: str, read: tuple[str, ...], started: str = LATEST
+) -> None:
     """A monthly_revenue partition that read January of daily_revenue."""
     monthly = replace(
-        attempt(attempt_id), model="monthly_revenue", grain="month", partition_end=MONTH_END
+        attempt(attempt_id),
+        model="monthly_revenue",
+        grain="month",
+        partition_end=MONTH_END,
+        started_at=started,
     )
     store.create_attempt(monthly)
     store.record_inputs(attempt_id, [Input("daily_revenue", "model", T0, MONTH_END, None, read)])
@@ -105,7 +113,7 @@ class TaintStoreContract:
         assert (month.mark.attempt_id, month.mark.depth) == ("att-m1", 1)
         assert store.cleared_by_run(RUN_A) == []
         # day 1 published again by RUN_B: its mark is cleared, and it is to be re-read
-        store.create_attempt(attempt("att-d1b", RUN_B, 1))
+        store.create_attempt(replace(attempt("att-d1b", RUN_B, 1), started_at=LATEST))
         _publish(store, "att-d1b")
         assert store.open_taints("daily_revenue") == []
         assert store.cleared_by_run(RUN_B) == [("daily_revenue", T0 + DAY, T0 + 2 * DAY)]
@@ -113,6 +121,23 @@ class TaintStoreContract:
         publish_month(store, "att-m2", ("att-d0", "att-d1b", "att-d2"))
         assert store.tainted_counts() == {}
         assert ("monthly_revenue", T0, MONTH_END) in store.cleared_by_run(RUN_A)
+
+    def test_a_publish_that_began_before_the_taint_or_keeps_rows_does_not_clear_it(
+        self, lineage: StateStore
+    ) -> None:
+        store = lineage
+        store.taint(taint("taint-1", T0 + DAY, T0 + 2 * DAY), ORDER, PARENTS)
+        # begun before the taint was declared: it may have read what the taint is about
+        store.create_attempt(attempt("att-d1-early", RUN_A, 1))
+        _publish(store, "att-d1-early")
+        assert [t.mark.attempt_id for t in store.open_taints("daily_revenue")] == ["att-d1"]
+        # a merge keeps the rows the mark is about
+        store.save_version(MERGE)
+        merged = replace(attempt("att-d1-merge", RUN_A, 1, MERGE.version_id), started_at=LATEST)
+        store.create_attempt(merged)
+        _publish(store, "att-d1-merge")
+        assert store.tainted_counts() == {"daily_revenue": 1, "monthly_revenue": 1}
+        assert store.cleared_by_run(RUN_A) == []
 
     def test_a_consumer_has_read_what_it_acknowledged_or_was_told_once_delivered(
         self, lineage: StateStore

@@ -128,3 +128,10 @@ def test_replacing_what_a_consumer_read_needs_approval_unless_config_allows_it()
     allowed = Rules("v1", "overwrite", (), max_partitions=31, approve_consumed=False)
     [fixing] = judge([facts(("finance",), taint="dup load")], allowed)
     assert fixing.verdict is Verdict.SAFE and "clears its taint (dup load)" in fixing.reason
+
+
+def test_a_rerun_of_a_merge_model_says_it_keeps_the_taint() -> None:
+    rules = Rules("v1", "merge", ("order_id",), max_partitions=31, approve_consumed=False)
+    [judged] = judge([facts(taint="dup load")], rules)
+    assert judged.verdict is Verdict.SAFE
+    assert "keeps its taint (dup load)" in judged.reason and "recover" in judged.reason

@@ -57,6 +57,10 @@ def _month_start(index: int) -> int:
     return to_epoch(datetime(index // 12, index % 12 + 1, 1, tzinfo=timezone.utc))
 
 
+# Bounds that hold every partition key: "all of a model's history" in ledger range queries.
+EVERYTHING = (-(2**63), 2**63 - 1)
+
+
 def floor(grain: Grain, ts: int) -> int:
     """Start of the partition of `grain` that contains instant `ts` (or position `ts`)."""
     if grain is Grain.HOUR:

@@ -102,7 +102,14 @@ def _judge_one(facts: Facts, rules: Rules, too_many: bool, count: int) -> Judgme
         "merge": f"merge dedups by its unique key {', '.join(rules.unique_key)}",
         "append": f"append dedups by its unique key {', '.join(rules.unique_key)}",
     }[rules.write_mode]
-    fixes = f"; clears its taint ({facts.taint})" if facts.taint else ""
+    fixes = (
+        ""
+        if not facts.taint
+        else f"; clears its taint ({facts.taint})"
+        if rules.write_mode == "overwrite"
+        else f"; keeps its taint ({facts.taint}): a {rules.write_mode} keeps the rows it is "
+        "about, `tidegate recover` rebuilds the partition"
+    )
     return Judgment(facts, Verdict.SAFE, f"{idempotent}: running it again is idempotent{fixes}")
 
 

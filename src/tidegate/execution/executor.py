@@ -19,7 +19,7 @@ from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.errors import EngineError
 from tidegate.domain.ids import new_attempt_id
-from tidegate.domain.model import ModelSpec, Source, Version
+from tidegate.domain.model import ModelSpec, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
 from tidegate.domain.taint import TaintPolicy
@@ -53,6 +53,9 @@ class Options:
     stop_requested: Callable[[], bool] = lambda: False
     on_outcome: Callable[[Outcome], None] = lambda _: None
     on_batch: Callable[[int, PartitionRange, float], None] = lambda *_: None
+    # publish each partition whole, replacing its rows, whatever the model's write mode: a
+    # recovery rebuilds what was contaminated (a merge or an append would keep the bad rows)
+    rebuild: bool = False
 
 
 @dataclass
@@ -396,7 +399,7 @@ class Executor:
                 mismatch=mismatch,
             )
             return
-        refused = self._republish_refusal(spec, unit)
+        refused = None if options.rebuild else self._republish_refusal(spec, unit)
         if refused is not None:
             self.engine.drop_staging(computed.staging)
             self._fail(spec, list(unit.partitions), attempts, refused, report, options)
@@ -456,7 +459,7 @@ class Executor:
             spec.columns,
             spec.partition_column,
             bool(spec.keys),
-            write_mode=spec.write_mode,
+            write_mode=WriteMode.OVERWRITE if options.rebuild else spec.write_mode,
             unique_key=spec.unique_key,
             grain=None if spec.keys else spec.grain.value,
         )

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.model import CheckSpec, ModelSpec, Source
-from tidegate.domain.partitions import IntervalSet, PartitionKey, PartitionRange, floor
+from tidegate.domain.partitions import (
+    EVERYTHING,
+    IntervalSet,
+    PartitionKey,
+    PartitionRange,
+    floor,
+)
 from tidegate.domain.run import Input
 from tidegate.domain.taint import TaintedPartition, TaintPolicy
 from tidegate.engines.base import Engine, bound_values, window_bounds
@@ -47,7 +53,17 @@ def read_inputs(
     missing: dict[int, str] = {}
     for name in spec.upstream:
         parent = upstream_spec(name)
-        window = _clip(parent, batch.start, batch.end)
+        # a key-list partition has no time window: it reads all a time-grained model published
+        reads_all = bool(spec.keys) and not parent.keys
+        if reads_all:
+            spans = state.published_intervals(name, *EVERYTHING)
+            window = (spans[0][0], spans[-1][1]) if spans else (0, 0)
+            if not spans:
+                for partition in partitions:
+                    missing.setdefault(partition.start, f"upstream not ready: {name} is empty")
+                continue
+        else:
+            window = _clip(parent, batch.start, batch.end)
         rows = state.partitions(name, floor(parent.grain, window[0]), window[1])
         published = [
             (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
@@ -59,7 +75,7 @@ def read_inputs(
             else []
         )
         for partition in partitions:
-            mine = _clip(parent, partition.start, partition.end)
+            mine = window if reads_all else _clip(parent, partition.start, partition.end)
             gaps = IntervalSet.of([mine]).minus(have)
             if gaps:
                 shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))

@@ -114,8 +114,8 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
     fixed: dict[str, list[tuple[int, int]]] = {}
     for model, start, end in ctx.state.cleared_by_run(run_id):
         fixed.setdefault(model, []).append((start, end))
-    for model, windows in fixed.items():
-        _tell(ctx, queue, "reread", model, windows, "recomputed; read it again", run_id)
+    for model, recomputed in fixed.items():
+        _tell(ctx, queue, "reread", model, recomputed, "recomputed; read it again", run_id)
     _enqueue(ctx, queue)
     return describe(flush(ctx))
 

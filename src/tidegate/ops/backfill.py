@@ -63,16 +63,17 @@ class Result:
     notes: tuple[str, ...] = ()
 
 
-def active_version(ctx: Context, model: str, force_paused: bool = False) -> Version:
+def active_version(
+    ctx: Context, model: str, force_paused: bool = False, command: str = KIND
+) -> Version:
     ctx.project.model(model)
     state = ctx.state.model_state(model)
     version = ctx.state.active_version(model)
     if version is None:
         raise UsageError(f"model {model!r} has no active version; run `tidegate deploy {model}`")
     if state is not None and state.paused and not force_paused:
-        raise RefusedError(
-            f"model {model!r} is paused; `tidegate unpause {model}` first (or --force)"
-        )
+        override = " (or --force)" if command == KIND else ""
+        raise RefusedError(f"model {model!r} is paused; `tidegate unpause {model}` first{override}")
     return version
 
 
@@ -173,7 +174,7 @@ def resume(
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
         run = resumable(ctx, run_id)  # read again: the session reconciled a dead writer
         plan = BackfillPlan.from_json(run.plan or "")
-        held = _held(ctx, plan)
+        held = held_back(ctx, plan)
         if held is not None:
             raise RefusedError(f"backfill {run_id} cannot resume: {held}")
         done = IntervalSet.of(ctx.state.run_checkpoints(run_id, plan.model))
@@ -198,7 +199,7 @@ def _execute(
         raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
     timer = timer or SystemTimer()
     held = Polled(
-        lambda: ctx.state.stop_requested(run_id) or _held(ctx, plan, force_paused) is not None,
+        lambda: ctx.state.stop_requested(run_id) or held_back(ctx, plan, force_paused) is not None,
         timer,
         LEDGER_POLL_SECONDS,
     )
@@ -232,7 +233,7 @@ def _execute(
     return Result(run_id, plan, status, report, reason, tuple(notes))
 
 
-def _held(ctx: Context, plan: BackfillPlan, force_paused: bool = False) -> str | None:
+def held_back(ctx: Context, plan: BackfillPlan, force_paused: bool = False) -> str | None:
     """Why an operator's later decision holds this backfill back: its model was paused, or its
     version was rolled back. (A newer deploy does not: a backfill keeps its recorded version.)"""
     state = ctx.state.model_state(plan.model)

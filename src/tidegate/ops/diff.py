@@ -26,6 +26,7 @@ from sqlglot import exp
 from tidegate.domain.errors import UsageError
 from tidegate.domain.model import Column, Version
 from tidegate.domain.partitions import (
+    EVERYTHING,
     Grain,
     IntervalSet,
     PartitionKey,
@@ -42,7 +43,6 @@ from tidegate.sql.statements import DIALECT, SHADOW_SCHEMA
 SAMPLE = 5
 KINDS = ("only_left", "only_right", "changed")
 # no range given: every partition either side has output for
-EVERYTHING = (-(2**63), 2**63 - 1)
 
 
 def parse_tolerance(text: str | None) -> Decimal:

@@ -31,6 +31,7 @@ from tidegate.ops.announce import Published, announce, announce_start, labels
 from tidegate.ops.backfill import (
     LEDGER_POLL_SECONDS,
     active_version,
+    held_back,
     resumable,
     run_of,
     trigger_text,
@@ -71,7 +72,7 @@ def make_plan(ctx: Context, request: Request) -> RecoverPlan:
 def make_recovery(ctx: Context, request: Request) -> Recovery:
     """The open marks of the model (in the range) and, downstream, of the same taints."""
     model = request.model
-    version = active_version(ctx, model)
+    version = active_version(ctx, model, command=KIND)
     spec = version.spec
     if request.partitions is not None:
         chosen = parse_range(request.partitions, spec.grain, spec.keys)
@@ -86,7 +87,7 @@ def make_recovery(ctx: Context, request: Request) -> Recovery:
     for name in downstream_of(upstream, model):
         marks = ctx.state.open_taints(name)
         if marks:
-            below = active_version(ctx, name)
+            below = active_version(ctx, name, command=KIND)
             downstream.append(Step(name, below.version_id, below.spec.grain, marks))
     return plan_recovery(
         model,
@@ -188,6 +189,9 @@ def resume(
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
         run = resumable(ctx, run_id, KIND)  # read again: the session reconciled a dead writer
         plan = RecoverPlan.from_json(run.plan or "")
+        held = _held(ctx, plan)
+        if held is not None:
+            raise RefusedError(f"recovery {run_id} cannot resume: {held}")
         ctx.state.reopen_run(run_id, os.getpid())
         return _execute(ctx, session, run_id, plan, stop_flag, on_outcome, on_step, timer)
 
@@ -202,13 +206,13 @@ def _execute(
     on_step: Callable[[str, BackfillPlan], None],
     timer: Timer | None,
 ) -> Result:
-    for step in plan.steps:
-        state = ctx.state.model_state(step.model)
-        if state is not None and state.paused:
-            raise RefusedError(f"cannot recover: {step.model} is paused")
     total = Report()
     timer = timer or SystemTimer()
-    held = Polled(lambda: ctx.state.stop_requested(run_id), timer, LEDGER_POLL_SECONDS)
+    held = Polled(
+        lambda: ctx.state.stop_requested(run_id) or _held(ctx, plan) is not None,
+        timer,
+        LEDGER_POLL_SECONDS,
+    )
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
         for step in plan.steps:
             version = ctx.state.get_version(step.version_id)
@@ -228,6 +232,7 @@ def _execute(
                     stop_loss=step.stop_loss,
                     stop_requested=lambda: stop_flag.is_set() or held(),
                     on_outcome=on_outcome,
+                    rebuild=True,
                 ),
             )
             _add(total, report)
@@ -240,11 +245,22 @@ def _execute(
         ctx,
         run_id,
         [
-            Published(step.model, _seq(ctx, step.version_id), status is RunStatus.FAILED, reason)
+            Published(
+                step.model,
+                _seq(ctx, step.version_id),
+                status is RunStatus.FAILED,
+                reason,
+            )
             for step in plan.steps
         ],
     )
     return Result(run_id, plan, status, total, reason, tuple(notes))
+
+
+def _held(ctx: Context, plan: RecoverPlan) -> str | None:
+    """Why an operator's later decision holds the recovery back: a model of it was paused, or
+    rolled back from the version the plan writes it with."""
+    return next((r for step in plan.steps if (r := held_back(ctx, step)) is not None), None)
 
 
 def _add(total: Report, report: Report) -> None:

@@ -10,7 +10,7 @@ from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import Version
-from tidegate.domain.partitions import PartitionRange, parse_range
+from tidegate.domain.partitions import EVERYTHING, PartitionRange, parse_range
 from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
@@ -18,7 +18,7 @@ from tidegate.execution.session import writer_session
 from tidegate.ops import correctness
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
-from tidegate.ops.schedule import CATCH_UP, EVERYTHING, due_partitions
+from tidegate.ops.schedule import CATCH_UP, due_partitions
 from tidegate.ops.taint import tainted_outcomes
 
 FAILED = frozenset({AttemptState.FAILED, AttemptState.SKIPPED})

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import (
+    EVERYTHING,
     PartitionKey,
     PartitionRange,
     floor,
@@ -18,7 +19,6 @@ from tidegate.ops.context import Context
 
 # At most this many due partitions per model and tick: a longer gap is a backfill's job.
 CATCH_UP = 30
-EVERYTHING = (-(2**62), 2**62)
 
 
 def due_partitions(ctx: Context, version: Version) -> PartitionRange:

@@ -158,15 +158,26 @@ def _tainted(row: sqlite3.Row) -> TaintedPartition:
     return TaintedPartition(row["taint_id"], mark, row["reason"], row["origin"], row["marked_at"])
 
 
+# The marks a publish of :attempt clears: those on the partition it replaces whole (an
+# overwrite, or a recovery's rebuild; a merge or an append keeps the rows a mark is about),
+# made before the attempt began (one computed before the taint was declared may have read
+# what the taint is about).
+CLEAR_REPLACED = (
+    "UPDATE tainted_partitions SET cleared_at = :at, cleared_by = :attempt "
+    "WHERE cleared_at IS NULL AND attempt_id != :attempt "
+    "AND (model, partition_start) = "
+    " (SELECT model, partition_start FROM attempts WHERE attempt_id = :attempt) "
+    "AND marked_at < (SELECT started_at FROM attempts WHERE attempt_id = :attempt) "
+    "AND EXISTS (SELECT 1 FROM attempts a JOIN runs r ON r.run_id = a.run_id "
+    " JOIN versions v ON v.version_id = a.version_id WHERE a.attempt_id = :attempt "
+    " AND (r.kind = 'recover' OR json_extract(v.spec, '$.write_mode') = 'overwrite'))"
+)
+
+
 def settle_taints(con: sqlite3.Connection, attempt_id: str, at: str) -> None:
     """On publishing `attempt_id`: clear the marks of what it replaces, and mark it with the
     taints of the upstream partitions it read (a run told to warn, not block)."""
-    con.execute(
-        "UPDATE tainted_partitions SET cleared_at = ?, cleared_by = ? "
-        "WHERE cleared_at IS NULL AND attempt_id != ? AND (model, partition_start) = "
-        "(SELECT model, partition_start FROM attempts WHERE attempt_id = ?)",
-        (at, attempt_id, attempt_id, attempt_id),
-    )
+    con.execute(CLEAR_REPLACED, {"at": at, "attempt": attempt_id})
     con.execute(
         "INSERT OR IGNORE INTO tainted_partitions (taint_id, model, partition_start, "
         "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
