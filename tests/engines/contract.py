@@ -167,7 +167,10 @@ class EngineContract:
             "SELECT CAST(1 AS BIGINT) AS id, CAST(2.5 AS DECIMAL(18, 2)) AS amount, "
             "CAST(NULL AS VARCHAR) AS note, CAST('2025-01-01' AS DATE) AS d, "
             "CAST(0.5 AS DOUBLE) AS ratio "
-            "UNION ALL SELECT 2, 3.75, 'x', CAST('2025-01-02' AS DATE), 1.5",
+            # typed in both branches: PostgreSQL drops a DECIMAL's precision from a UNION whose
+            # branches do not all carry it (DuckDB widens to the larger one)
+            "UNION ALL SELECT 2, CAST(3.75 AS DECIMAL(18, 2)), 'x', "
+            "CAST('2025-01-02' AS DATE), 1.5",
             {},
         )
         assert ready.staging_tables() == [staging]

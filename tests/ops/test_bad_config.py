@@ -407,9 +407,9 @@ CASES: dict[str, Bad] = {
         "flavour",
     ),
     "unknown engine in tidegate.toml": Bad(
-        edit(PROJECT_FILE, 'engine = "duckdb"', 'engine = "postgres"'),
+        edit(PROJECT_FILE, 'engine = "duckdb"', 'engine = "oracle"'),
         PROJECT_FILE,
-        'engine = "postgres"',
+        'engine = "oracle"',
         "engine",
     ),
     "TOML syntax error in tidegate.toml": Bad(

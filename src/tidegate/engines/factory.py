@@ -2,18 +2,48 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
+from tidegate.domain.errors import UsageError
 from tidegate.engines.base import Engine
 from tidegate.project.loader import Project
+
+POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
 
 
 def open_engine(project: Project, wait: bool, read_only: bool = False) -> Engine:
     """Open the warehouse (for writing unless `read_only`); raises BusyError when another
-    writer holds it."""
+    writer holds it, UsageError when it cannot be reached."""
+    settings = project.settings.warehouse
+    if settings.engine == "postgres":
+        try:
+            from tidegate.engines.postgres import PostgresEngine
+            from tidegate.engines.postgres_connection import warehouse_of
+        except ImportError as error:
+            if error.name is None or not error.name.startswith("psycopg"):
+                raise
+            raise UsageError(POSTGRES_HINT) from None
+        if settings.dsn is None:  # the configuration refuses it; for the type checker
+            raise UsageError('warehouse: engine = "postgres" needs dsn')
+        warehouse = warehouse_of(settings.dsn, settings.db_schema, settings.password_env)
+        return PostgresEngine(warehouse, wait=wait, on_wait=_tell, read_only=read_only)
     from tidegate.engines.duckdb import DuckDBEngine
 
     return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=_tell, read_only=read_only)
+
+
+def warehouse_problems(project: Project) -> list[str]:
+    """What stops the warehouse from being written, known without opening it: for an embedded
+    file, that it is missing or not writable; a server tells when it is reached."""
+    if project.settings.warehouse.engine != "duckdb":
+        return []
+    path = project.warehouse_path
+    if not path.exists():
+        return [f"warehouse {path} does not exist"]
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        return [f"warehouse {path} is not writable by this user"]
+    return []
 
 
 def _tell(message: str) -> None:

@@ -41,7 +41,7 @@ class Context:
     @property
     def state(self) -> StateStore:
         if self._state is None:
-            self._state = open_state(self.project.state_path)
+            self._state = open_state(self.project.root, self.project.settings.state)
         return self._state
 
     @contextmanager

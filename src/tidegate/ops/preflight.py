@@ -3,12 +3,10 @@ target? Read-only: the warehouse is opened for reading and the query is planned,
 
 from __future__ import annotations
 
-import os
-
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column, Version
 from tidegate.engines.base import bound_values
-from tidegate.engines.factory import open_engine
+from tidegate.engines.factory import open_engine, warehouse_problems
 from tidegate.execution.audit import contract_problems
 from tidegate.ops.context import Context
 
@@ -18,12 +16,9 @@ def preflight(ctx: Context, version: Version) -> list[str]:
     source table or time column, a query the engine cannot plan, output that breaks the
     contract, or a published table whose columns the version would have to retype."""
     spec = version.spec
-    path = ctx.project.warehouse_path
-    if not path.exists():
-        return [f"warehouse {path} does not exist"]
-    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
-        return [f"warehouse {path} is not writable by this user"]
-    problems: list[str] = []
+    problems = warehouse_problems(ctx.project)
+    if problems:
+        return problems
     engine = open_engine(ctx.project, ctx.wait, read_only=True)
     try:
         for name in spec.sources:

@@ -5,8 +5,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import Source
@@ -27,12 +36,99 @@ class ProjectSection(_Strict):
 
 
 class WarehouseSection(_Strict):
-    engine: Literal["duckdb"] = "duckdb"
+    """The warehouse: an embedded DuckDB file in the project (`path`, the default), or a
+    PostgreSQL database (`engine = "postgres"`, `dsn`)."""
+
+    engine: Literal["duckdb", "postgres"] = "duckdb"
     path: str = "warehouse.duckdb"
+    # PostgreSQL: postgresql://USER@HOST:PORT/DATABASE, never with a password in it
+    dsn: str | None = None
+    # PostgreSQL: the schema of published tables, where models read sources and each other
+    db_schema: str = Field(default="public", alias="schema", pattern=IDENTIFIER.pattern)
+    # the name of an environment variable holding the password: the secret itself never enters
+    # the configuration, the ledger or any output (libpq's PGPASSWORD and ~/.pgpass work too)
+    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("dsn")
+    @classmethod
+    def _dsn(cls, dsn: str | None) -> str | None:
+        if dsn is None:
+            return dsn
+        parts = urlsplit(dsn)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise _problem("must be postgresql://USER@HOST:PORT/DATABASE")
+        query = {key.lower() for key, _ in parse_qsl(parts.query)}
+        if parts.password is not None or "password" in query:
+            # the dsn is printed in messages: a password in it would leak
+            raise _problem(
+                "must not hold a password; name an environment variable in password_env "
+                "(or use PGPASSWORD or ~/.pgpass)"
+            )
+        return dsn
+
+    @field_validator("db_schema")
+    @classmethod
+    def _schema(cls, schema: str) -> str:
+        if schema.lower().startswith(("_tidegate", "pg_")):
+            raise _problem(f"{schema!r} is reserved")
+        return schema
+
+    @model_validator(mode="after")
+    def _engine_fields(self) -> WarehouseSection:
+        given = {"schema" if name == "db_schema" else name for name in self.model_fields_set}
+        if self.engine == "duckdb":
+            extra = sorted({"dsn", "schema", "password_env"} & given)
+            if extra:
+                raise _problem(f'{extra[0]} is for engine = "postgres"')
+            return self
+        if "path" in given:
+            raise _problem('path is for engine = "duckdb"; PostgreSQL takes dsn')
+        if self.dsn is None:
+            raise _problem('engine = "postgres" needs dsn = "postgresql://USER@HOST:PORT/DATABASE"')
+        return self
+
+
+def _problem(message: str) -> PydanticCustomError:
+    """A problem of a section as a whole, told as it is (pydantic would prefix "Value error")."""
+    return PydanticCustomError("section", message)
 
 
 class StateSection(_Strict):
+    """The ledger: a SQLite file in the project (`path`, the default), or a PostgreSQL
+    database shared by many machines (`url`)."""
+
     path: str = ".tidegate/state.db"
+    url: str | None = None
+    # the PostgreSQL schema that holds the ledger's tables (created on first use)
+    db_schema: str = Field(default="tidegate_state", alias="schema", pattern=IDENTIFIER.pattern)
+    # the name of an environment variable holding the password: the secret itself never enters
+    # the configuration, the ledger or any output (libpq's PGPASSWORD and ~/.pgpass work too)
+    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @model_validator(mode="after")
+    def _postgres_fields(self) -> StateSection:
+        if self.url is None:
+            extra = sorted({"schema", "password_env"} & self._given())
+            if extra:
+                raise _problem(f"{extra[0]} is for a PostgreSQL state store (url = ...)")
+            return self
+        if "path" in self._given():
+            raise _problem("path (SQLite) or url (PostgreSQL), not both")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise _problem("url: must be postgresql://USER@HOST:PORT/DATABASE")
+        query = {key.lower() for key, _ in parse_qsl(parts.query)}
+        if parts.password is not None or "password" in query:
+            # the url is printed in errors: a password in it would leak
+            raise _problem(
+                "url: must not hold a password; name an environment variable in "
+                "password_env (or use PGPASSWORD or ~/.pgpass)"
+            )
+        return self
+
+    def _given(self) -> set[str]:
+        aliases = {"db_schema": "schema"}
+        return {aliases.get(name, name) for name in self.model_fields_set}
 
 
 class SourceSection(_Strict):

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from tidegate.sql.statements import DIALECT, bucket, column, ident, partition_predicate
+from tidegate.sql.statements import (
+    DIALECT,
+    DUCKDB,
+    Flavor,
+    bucket,
+    column,
+    ident,
+    partition_predicate,
+)
 
 # Names no model column can take (model columns are plain identifiers).
 BUCKET = "tidegate:bucket"
@@ -49,10 +57,6 @@ class Rows:
     grain: str
 
 
-def _sql(expression: exp.Expr) -> str:
-    return expression.sql(dialect=DIALECT)
-
-
 def _key_alias(i: int) -> str:
     return f"tidegate:key:{i}"
 
@@ -61,27 +65,24 @@ def _changed_alias(i: int) -> str:
     return f"tidegate:changed:{i}"
 
 
-def partition_of(partition_column: str, grain: str) -> exp.Expr:
+def partition_of(partition_column: str, grain: str, flavor: Flavor = DUCKDB) -> exp.Expr:
     """The partition a row falls in: a time partition's start (epoch seconds), or the position
     of the row's key in the declared keys bound as `$keys` (NULL for an undeclared key)."""
     if grain != "key":
         return bucket(partition_column, grain)
     keys = exp.cast(exp.Placeholder(this="keys"), exp.DataType.build("VARCHAR[]", dialect=DIALECT))
-    position = exp.Anonymous(
-        this="list_position",
-        expressions=[keys, exp.cast(column(partition_column), exp.DataType.Type.VARCHAR)],
-    )
+    position = flavor.position(keys, exp.cast(column(partition_column), exp.DataType.Type.VARCHAR))
     return exp.cast(
         exp.Sub(this=position, expression=exp.Literal.number(1)), exp.DataType.Type.BIGINT
     )
 
 
-def window(partition_column: str, grain: str) -> exp.Expr:
+def window(partition_column: str, grain: str, flavor: Flavor = DUCKDB) -> exp.Expr:
     """Rows of the partitions in the bound window: [$start, $end) on a time column, positions
     [$lo, $hi) of a key list."""
     if grain != "key":
         return partition_predicate(partition_column, keyed=False)
-    position = partition_of(partition_column, grain)
+    position = partition_of(partition_column, grain, flavor)
     return exp.and_(
         exp.GTE(this=position, expression=exp.Placeholder(this="lo")),
         exp.LT(this=position.copy(), expression=exp.Placeholder(this="hi")),
@@ -93,11 +94,15 @@ def _is_null(expression: exp.Expr) -> exp.Expr:
 
 
 def partition_summaries(
-    rows: Rows, columns: Sequence[str], numeric: Sequence[str], windowed: bool
+    rows: Rows,
+    columns: Sequence[str],
+    numeric: Sequence[str],
+    windowed: bool,
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Per partition: (partition, row count, the sum of each `numeric` column as text, the NULL
     count of each of `columns`). One pass over the table (its window when `windowed`)."""
-    key = partition_of(rows.partition_column, rows.grain)
+    key = partition_of(rows.partition_column, rows.grain, flavor)
     count = exp.Count(this=exp.Star())
     select = exp.select(
         key.as_(ident(BUCKET)),
@@ -109,17 +114,17 @@ def partition_summaries(
         ],
     ).from_(rows.source)
     if windowed:
-        select = select.where(window(rows.partition_column, rows.grain))
-    return _sql(select.group_by(key.copy()))
+        select = select.where(window(rows.partition_column, rows.grain, flavor))
+    return flavor.render(select.group_by(key.copy()))
 
 
-def _side(rows: Rows, names: Sequence[str], windowed: bool) -> exp.Select:
+def _side(rows: Rows, names: Sequence[str], windowed: bool, flavor: Flavor) -> exp.Select:
     select = exp.select(
-        partition_of(rows.partition_column, rows.grain).as_(ident(BUCKET)),
+        partition_of(rows.partition_column, rows.grain, flavor).as_(ident(BUCKET)),
         exp.true().as_(ident(PRESENT)),
         *[column(name) for name in names],
     ).from_(rows.source)
-    return select.where(window(rows.partition_column, rows.grain)) if windowed else select
+    return select.where(window(rows.partition_column, rows.grain, flavor)) if windowed else select
 
 
 def _of(side: str, name: str) -> exp.Column:
@@ -157,6 +162,7 @@ def key_differences(
     key: Sequence[tuple[str, str]],
     compared: Sequence[tuple[str, str]],
     sample: int,
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Per partition and kind of difference (`only_left`, `only_right`, `changed`): (partition,
     kind, keys, the first `sample` keys in key order as lists of text, then per compared column
@@ -170,7 +176,7 @@ def key_differences(
     names = [*key_names, *[name for name, _ in compared if name not in key_names]]
     on = exp.and_(
         exp.EQ(this=_of(LEFT, BUCKET), expression=_of(RIGHT, BUCKET)),
-        *[exp.NullSafeEQ(this=a, expression=b) for a, b in (_pair(n, m) for n, m in key)],
+        *[flavor.same_value(a, b) for a, b in (_pair(n, m) for n, m in key)],
     )
     changes = [_changed(name, mode) for name, mode in compared]
     kind = exp.Case(
@@ -240,8 +246,8 @@ def key_differences(
         .from_(exp.Table(this=ident(NUMBERED)))
         .group_by(column(BUCKET), column(KIND))
     )
-    select = select.with_(ident(LEFT), as_=_side(left, names, True))
-    select = select.with_(ident(RIGHT), as_=_side(right, names, True))
+    select = select.with_(ident(LEFT), as_=_side(left, names, True, flavor))
+    select = select.with_(ident(RIGHT), as_=_side(right, names, True, flavor))
     select = select.with_(ident(JOINED), as_=joined)
     select = select.with_(ident(NUMBERED), as_=numbered)
-    return _sql(select)
+    return flavor.render(select)

@@ -58,3 +58,6 @@ WHERE order_id = (
 )
 """
 REPAIR_ORDERS = "UPDATE orders SET status = 'completed' WHERE status = 'lost'"
+
+# Every generated order, to copy into another engine's warehouse.
+ORDER_ROWS = "SELECT * FROM orders ORDER BY order_id"

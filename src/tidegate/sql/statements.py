@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -52,6 +53,51 @@ def _sql(expression: exp.Expr, dialect: str = DIALECT) -> str:
     return expression.sql(dialect=dialect)
 
 
+def _hash64(hex_prefix: exp.Expr) -> exp.Expr:
+    as_hex = exp.DPipe(this=exp.Literal.string("0x"), expression=hex_prefix)
+    return exp.cast(as_hex, exp.DataType.Type.UBIGINT)
+
+
+def _sum_mod_2_64(hashed: exp.Expr) -> exp.Expr:
+    total = exp.Sum(this=exp.cast(hashed, exp.DataType.Type.INT128))
+    return exp.Mod(
+        this=exp.Coalesce(this=total, expressions=[exp.Literal.number(0)]),
+        expression=exp.Literal.number(2**64),
+    )
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """How one engine spells the statements built here: the sqlglot dialect they are written
+    for, how a statement becomes the text its driver runs, and the few expressions engines do
+    not share. Every builder takes one (default: DuckDB's); an engine's module defines its own
+    (sql/postgres.py)."""
+
+    dialect: str
+    render: Callable[[exp.Expr], str]
+    # the first 16 hex digits of an MD5 → the 64-bit row hash (any 64-bit integer type)
+    hash64: Callable[[exp.Expr], exp.Expr]
+    # row hashes → the sum of them modulo 2^64, in [0, 2^64), 0 for no rows
+    digest: Callable[[exp.Expr], exp.Expr]
+    # the engine's own cheap hash of a row's values (input fingerprints only)
+    native_hash: Callable[[Sequence[exp.Expr]], exp.Expr]
+    # (list, value) → the 1-based position of the value in the list, NULL when absent
+    position: Callable[[exp.Expr, exp.Expr], exp.Expr]
+    # (left, right) → the two are equal or both NULL, as a condition a FULL OUTER JOIN takes
+    same_value: Callable[[exp.Expr, exp.Expr], exp.Expr]
+
+
+DUCKDB = Flavor(
+    dialect=DIALECT,
+    render=_sql,
+    hash64=_hash64,
+    digest=_sum_mod_2_64,
+    native_hash=lambda values: exp.func("hash", *values),
+    position=lambda values, value: exp.Anonymous(this="list_position", expressions=[values, value]),
+    same_value=lambda left, right: exp.NullSafeEQ(this=left, expression=right),
+)
+
+
 def partition_predicate(
     partition_column: str, keyed: bool, table_alias: str | None = None
 ) -> exp.Expr:
@@ -69,12 +115,15 @@ def partition_predicate(
     return exp.and_(lower, upper)
 
 
-def create_schema(schema: str) -> str:
-    return _sql(exp.Create(kind="SCHEMA", this=exp.Table(db=ident(schema)), exists=True))
+def create_schema(schema: str, flavor: Flavor = DUCKDB) -> str:
+    return flavor.render(exp.Create(kind="SCHEMA", this=exp.Table(db=ident(schema)), exists=True))
 
 
 def create_table(
-    target: exp.Table, columns: Sequence[Column], primary_key: Sequence[str] = ()
+    target: exp.Table,
+    columns: Sequence[Column],
+    primary_key: Sequence[str] = (),
+    flavor: Flavor = DUCKDB,
 ) -> str:
     definitions: list[exp.Expr] = [
         exp.ColumnDef(
@@ -88,14 +137,14 @@ def create_table(
     ]
     if primary_key:
         definitions.append(exp.PrimaryKey(expressions=[ident(name) for name in primary_key]))
-    return _sql(
+    return flavor.render(
         exp.Create(kind="TABLE", this=exp.Schema(this=target, expressions=definitions), exists=True)
     )
 
 
-def add_column(target: exp.Table, col: Column) -> str:
+def add_column(target: exp.Table, col: Column, flavor: Flavor = DUCKDB) -> str:
     definition = exp.ColumnDef(this=ident(col.name), kind=exp.DataType.build(col.type, DIALECT))
-    return _sql(exp.Alter(this=target, kind="TABLE", actions=[definition]))
+    return flavor.render(exp.Alter(this=target, kind="TABLE", actions=[definition]))
 
 
 @functools.lru_cache(maxsize=64)
@@ -108,25 +157,33 @@ def create_table_as(target: exp.Table, query_sql: str) -> str:
     return _sql(exp.Create(kind="TABLE", this=target, expression=_parsed(query_sql).copy()))
 
 
-def drop_table(target: exp.Table) -> str:
-    return _sql(exp.Drop(kind="TABLE", tables=[target], exists=True))
+def drop_table(target: exp.Table, flavor: Flavor = DUCKDB) -> str:
+    return flavor.render(exp.Drop(kind="TABLE", tables=[target], exists=True))
 
 
-def delete_partition(target: exp.Table, partition_column: str, keyed: bool) -> str:
-    return _sql(exp.delete(target, where=partition_predicate(partition_column, keyed)))
+def delete_partition(
+    target: exp.Table, partition_column: str, keyed: bool, flavor: Flavor = DUCKDB
+) -> str:
+    return flavor.render(exp.delete(target, where=partition_predicate(partition_column, keyed)))
 
 
-def insert_from(target: exp.Table, columns: Sequence[Column], source: exp.Table) -> str:
+def insert_from(
+    target: exp.Table, columns: Sequence[Column], source: exp.Table, flavor: Flavor = DUCKDB
+) -> str:
     names = [c.name for c in columns]
     select = exp.select(*[column(n) for n in names]).from_(source)
-    return _sql(
+    return flavor.render(
         exp.Insert(
             this=exp.Schema(this=target, expressions=[ident(n) for n in names]), expression=select
         )
     )
 
 
-def row_hash(columns: Sequence[str], as_text: Sequence[exp.Expr] | None = None) -> exp.Expr:
+def row_hash(
+    columns: Sequence[str],
+    as_text: Sequence[exp.Expr] | None = None,
+    flavor: Flavor = DUCKDB,
+) -> exp.Expr:
     """64-bit hash of a row: tidegate.domain.checksum.row_hash, computed in the engine.
 
     `as_text`: the columns already cast to text (one expression per column), so that a query
@@ -155,30 +212,27 @@ def row_hash(columns: Sequence[str], as_text: Sequence[exp.Expr] | None = None) 
     hex_prefix = exp.Substring(
         this=exp.MD5(this=joined), start=exp.Literal.number(1), length=exp.Literal.number(16)
     )
-    as_hex = exp.DPipe(this=exp.Literal.string("0x"), expression=hex_prefix)
-    return exp.cast(as_hex, exp.DataType.Type.UBIGINT)
+    return flavor.hash64(hex_prefix)
 
 
-def _digest(hashed: exp.Expr) -> exp.Expr:
+def _digest(hashed: exp.Expr, flavor: Flavor = DUCKDB) -> exp.Expr:
     """The order-free sum of 64-bit row hashes, modulo 2^64."""
-    total = exp.Sum(this=exp.cast(hashed, exp.DataType.Type.INT128))
-    return exp.Mod(
-        this=exp.Coalesce(this=total, expressions=[exp.Literal.number(0)]),
-        expression=exp.Literal.number(2**64),
-    )
+    return flavor.digest(hashed)
 
 
-def checksum(source: exp.Table, columns: Sequence[str], where: exp.Expr | None) -> str:
-    digest = _digest(row_hash(columns))
+def checksum(
+    source: exp.Table, columns: Sequence[str], where: exp.Expr | None, flavor: Flavor = DUCKDB
+) -> str:
+    digest = _digest(row_hash(columns, flavor=flavor), flavor)
     select = exp.select(exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR")).from_(source)
     if where is not None:
         select = select.where(where)
-    return _sql(select)
+    return flavor.render(select)
 
 
-def count_rows(source: exp.Table, where: exp.Expr | None = None) -> str:
+def count_rows(source: exp.Table, where: exp.Expr | None = None, flavor: Flavor = DUCKDB) -> str:
     select = exp.select(exp.Count(this=exp.Star())).from_(source)
-    return _sql(select.where(where) if where is not None else select)
+    return flavor.render(select.where(where) if where is not None else select)
 
 
 def _violations(check: CheckSpec) -> exp.Expr | None:
@@ -248,11 +302,11 @@ def _numbered(
     return select, repeats
 
 
-def check_measure(check: CheckSpec, source: exp.Table) -> str:
+def check_measure(check: CheckSpec, source: exp.Table, flavor: Flavor = DUCKDB) -> str:
     """The measured value of a check over a whole table (see `_measure`): one value."""
     inner, repeats = _numbered(exp.select(exp.Star()), [check], [])
     measured = _measure(check, repeats.get(check.name))
-    return _sql(exp.select(measured).from_(inner.from_(source).subquery("profiled")))
+    return flavor.render(exp.select(measured).from_(inner.from_(source).subquery("profiled")))
 
 
 def query_violations(
@@ -261,6 +315,7 @@ def query_violations(
     tables: Mapping[str, exp.Table],
     partition_column: str,
     grain: str | None,
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Rows a `query` check's SELECT returns, per time partition of `grain` on the partition
     column it returns (`grain` None: one count). In the SELECT, `this` reads `source` and
@@ -281,10 +336,10 @@ def query_violations(
         this=query.transform(swap), alias=exp.TableAlias(this=ident("violating"))
     )
     if grain is None:
-        return _sql(exp.select(exp.Count(this=exp.Star())).from_(violating))
+        return flavor.render(exp.select(exp.Count(this=exp.Star())).from_(violating))
     key = bucket(partition_column, grain)
     select = exp.select(key.as_("bucket"), exp.Count(this=exp.Star())).from_(violating)
-    return _sql(select.group_by(exp.column("bucket")))
+    return flavor.render(select.group_by(exp.column("bucket")))
 
 
 # DuckDB's date and time-of-day types: what a freshness check can compare with an instant
@@ -346,7 +401,7 @@ def query_check_problem(
     return None
 
 
-def markers_ddl() -> str:
+def markers_ddl(flavor: Flavor = DUCKDB) -> str:
     target = table(MARKERS, META_SCHEMA)
     fields = [
         Column("attempt_id", "VARCHAR", False),
@@ -360,7 +415,7 @@ def markers_ddl() -> str:
         Column("published_at", "VARCHAR", False),
     ]
     # One marker per attempt: the same attempt can never publish twice.
-    return create_table(target, fields, primary_key=("attempt_id",))
+    return create_table(target, fields, primary_key=("attempt_id",), flavor=flavor)
 
 
 MARKER_COLUMNS = (
@@ -376,11 +431,11 @@ MARKER_COLUMNS = (
 )
 
 
-def insert_markers() -> str:
+def insert_markers(flavor: Flavor = DUCKDB) -> str:
     """Insert every marker of a publish in one statement: each named parameter is bound to the
     list of that column's values, and the lists are unnested side by side."""
     target = table(MARKERS, META_SCHEMA)
-    return _sql(
+    return flavor.render(
         exp.Insert(
             this=exp.Schema(this=target, expressions=[ident(n) for n in MARKER_COLUMNS]),
             expression=exp.select(
@@ -390,18 +445,18 @@ def insert_markers() -> str:
     )
 
 
-def select_markers(count: int) -> str:
+def select_markers(count: int, flavor: Flavor = DUCKDB) -> str:
     """Markers of `count` attempts, bound as positional parameters."""
     target = table(MARKERS, META_SCHEMA)
     ids = [exp.Placeholder() for _ in range(count)]
-    return _sql(
+    return flavor.render(
         exp.select(*[column(n) for n in MARKER_COLUMNS])
         .from_(target)
         .where(column("attempt_id").isin(*ids))
     )
 
 
-def null_counts(source: exp.Table, columns: Sequence[str]) -> str:
+def null_counts(source: exp.Table, columns: Sequence[str], flavor: Flavor = DUCKDB) -> str:
     """One row: for each column, how many rows hold NULL in it."""
     counts = [
         exp.Sum(
@@ -413,7 +468,7 @@ def null_counts(source: exp.Table, columns: Sequence[str]) -> str:
         )
         for name in columns
     ]
-    return _sql(exp.select(*counts).from_(source))
+    return flavor.render(exp.select(*counts).from_(source))
 
 
 def describe(source: exp.Table) -> str:
@@ -471,6 +526,7 @@ def grouped_checksums(
     native_hash: bool = False,
     checks: Sequence[CheckSpec] = (),
     aggregates: Sequence[str] = (),
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Per time partition, in one pass over a whole batch: (partition start, row count, digest,
     one measured value per check (see `_measure`), one text value per aggregate expression).
@@ -496,18 +552,18 @@ def grouped_checksums(
     if windowed:
         inner = inner.where(_window(bucket_column))
     row = (
-        exp.func("hash", *[column(c) for c in columns])
+        flavor.native_hash([column(c) for c in columns])
         if native_hash
-        else row_hash(columns, [column(t) for t in texts])
+        else row_hash(columns, [column(t) for t in texts], flavor)
     )
     select = exp.select(
         key.as_("bucket"),
         exp.Count(this=exp.Star()),
-        exp.cast(_digest(row), "VARCHAR"),
+        exp.cast(_digest(row, flavor), "VARCHAR"),
         *[_measure(check, repeats.get(check.name)) for check in checks],
         *[exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR") for text in aggregates],
     ).from_(inner.subquery("profiled"))
-    return _sql(select.group_by(exp.column("bucket")))
+    return flavor.render(select.group_by(exp.column("bucket")))
 
 
 def _repeated(check: CheckSpec, repeat: str) -> exp.Expr:
@@ -517,7 +573,11 @@ def _repeated(check: CheckSpec, repeat: str) -> exp.Expr:
 
 
 def grouped_aggregates(
-    source: exp.Table, bucket_column: str, grain: str, expressions: Sequence[str]
+    source: exp.Table,
+    bucket_column: str,
+    grain: str,
+    expressions: Sequence[str],
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Per time partition in the $start/$end window: the given aggregate expressions."""
     aggregates = [sqlglot.parse_one(text, dialect=DIALECT) for text in expressions]
@@ -528,11 +588,16 @@ def grouped_aggregates(
         .where(_window(bucket_column))
         .group_by(exp.column("bucket"))
     )
-    return _sql(select)
+    return flavor.render(select)
 
 
-def aggregates(source: exp.Table, expressions: Sequence[str], where: exp.Expr | None) -> str:
+def aggregates(
+    source: exp.Table,
+    expressions: Sequence[str],
+    where: exp.Expr | None,
+    flavor: Flavor = DUCKDB,
+) -> str:
     """The given aggregate expressions over a whole table (or the rows `where` selects)."""
     values = [exp.cast(sqlglot.parse_one(t, dialect=DIALECT), "VARCHAR") for t in expressions]
     select = exp.select(*values).from_(source)
-    return _sql(select.where(where) if where is not None else select)
+    return flavor.render(select.where(where) if where is not None else select)

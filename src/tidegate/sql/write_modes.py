@@ -13,9 +13,10 @@ from sqlglot import exp
 
 from tidegate.domain.model import Column
 from tidegate.sql.statements import (
-    DIALECT,
+    DUCKDB,
     MARKERS,
     META_SCHEMA,
+    Flavor,
     checksum,
     column,
     grouped_checksums,
@@ -23,11 +24,6 @@ from tidegate.sql.statements import (
     partition_predicate,
     table,
 )
-
-
-def _sql(expression: exp.Expr) -> str:
-    return expression.sql(dialect=DIALECT)
-
 
 # Names no model table can take (tables are plain identifiers): the published table and the
 # staged rows in a publish matched by the unique key.
@@ -72,6 +68,7 @@ def delete_matched(
     keyed: bool,
     key: Sequence[str],
     grain: str | None,
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Merge, first half: delete the rows of the partitions being written whose unique key
     the staged rows hold (then every staged row is inserted)."""
@@ -84,7 +81,7 @@ def delete_matched(
         partition_predicate(partition_column, keyed, PUBLISHED_ALIAS),
         exp.Exists(this=staged_rows),
     )
-    return _sql(exp.delete(_aliased(target, PUBLISHED_ALIAS), where=where))
+    return flavor.render(exp.delete(_aliased(target, PUBLISHED_ALIAS), where=where))
 
 
 def insert_unmatched(
@@ -95,6 +92,7 @@ def insert_unmatched(
     keyed: bool,
     key: Sequence[str],
     grain: str | None,
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """Append with a unique key: insert the staged rows whose key the partitions being written
     do not hold yet."""
@@ -114,7 +112,7 @@ def insert_unmatched(
         .from_(_aliased(source, STAGED_ALIAS))
         .where(exp.not_(exp.Exists(this=published_rows)))
     )
-    return _sql(
+    return flavor.render(
         exp.Insert(
             this=exp.Schema(this=target, expressions=[ident(n) for n in names]), expression=select
         )
@@ -122,21 +120,25 @@ def insert_unmatched(
 
 
 def partition_content(
-    target: exp.Table, columns: Sequence[str], partition_column: str, grain: str | None
+    target: exp.Table,
+    columns: Sequence[str],
+    partition_column: str,
+    grain: str | None,
+    flavor: Flavor = DUCKDB,
 ) -> str:
     """The checksum of what the partitions being written hold (their published rows, over
     `columns`), computed like a staged partition's: per time partition of `grain` (partition
     start, rows, digest), or for a key list's partition (`grain` None) one row (rows, digest)."""
     if grain is None:
-        return checksum(target, columns, partition_predicate(partition_column, True))
-    return grouped_checksums(target, columns, partition_column, grain, windowed=True)
+        return checksum(target, columns, partition_predicate(partition_column, True), flavor)
+    return grouped_checksums(target, columns, partition_column, grain, windowed=True, flavor=flavor)
 
 
-def published_starts(count: int) -> str:
+def published_starts(count: int, flavor: Flavor = DUCKDB) -> str:
     """Partition starts of one model (the first positional value) that have a commit marker,
     among `count` starts (the next positional values)."""
     starts = [exp.Placeholder() for _ in range(count)]
-    return _sql(
+    return flavor.render(
         exp.select(column("partition_start"))
         .distinct()
         .from_(table(MARKERS, META_SCHEMA))

@@ -8,9 +8,19 @@ from collections.abc import Mapping, Sequence
 
 from tidegate.domain.attempt import AttemptState, IllegalTransition, predecessors
 from tidegate.domain.checks import CheckResult
-from tidegate.domain.model import Severity
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input
+from tidegate.state.codec import (
+    attempt_from_row,
+    attempt_params,
+    attempt_partition_params,
+    check_from_row,
+    check_params,
+    input_from_row,
+    input_params,
+    reconciliation_from_row,
+    reconciliation_params,
+)
 from tidegate.state.sqlite_tables import SQLiteTables
 from tidegate.state.sqlite_taints import any_open_taint, settle_taints
 
@@ -26,21 +36,7 @@ class AttemptTables(SQLiteTables):
                 "INSERT INTO attempts (attempt_id, run_id, model, grain, partition_start, "
                 "partition_end, version_id, state, started_at, batch) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        a.attempt_id,
-                        a.run_id,
-                        a.model,
-                        a.grain,
-                        a.partition_start,
-                        a.partition_end,
-                        a.version_id,
-                        a.state.value,
-                        a.started_at,
-                        batch,
-                    )
-                    for a in attempts
-                ],
+                [attempt_params(a, batch) for a in attempts],
             )
             con.executemany(
                 "INSERT INTO partitions (model, grain, partition_start, partition_end, "
@@ -48,17 +44,7 @@ class AttemptTables(SQLiteTables):
                 "ON CONFLICT (model, partition_start) DO UPDATE SET "
                 "last_attempt_id = excluded.last_attempt_id, last_state = excluded.last_state, "
                 "last_error = NULL",
-                [
-                    (
-                        a.model,
-                        a.grain,
-                        a.partition_start,
-                        a.partition_end,
-                        a.attempt_id,
-                        a.state.value,
-                    )
-                    for a in attempts
-                ],
+                [attempt_partition_params(a) for a in attempts],
             )
 
     def move_attempt(
@@ -148,18 +134,7 @@ class AttemptTables(SQLiteTables):
         with self._tx() as con:
             con.executemany(
                 "INSERT OR REPLACE INTO check_results VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        attempt_id,
-                        r.name,
-                        r.kind,
-                        r.severity.value,
-                        int(r.passed),
-                        r.measured,
-                        r.message,
-                    )
-                    for r in results
-                ],
+                [check_params(attempt_id, r) for r in results],
             )
 
     def record_audits(self, audits: Sequence[Audit], at: str) -> None:
@@ -179,44 +154,18 @@ class AttemptTables(SQLiteTables):
                 )
                 con.executemany(
                     "INSERT OR REPLACE INTO check_results VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            audit.attempt_id,
-                            r.name,
-                            r.kind,
-                            r.severity.value,
-                            int(r.passed),
-                            r.measured,
-                            r.message,
-                        )
-                        for r in audit.checks
-                    ],
+                    [check_params(audit.attempt_id, r) for r in audit.checks],
                 )
                 con.executemany(
                     "INSERT OR REPLACE INTO reconciliations VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            audit.attempt_id,
-                            r.name,
-                            r.source_value,
-                            r.target_value,
-                            r.tolerance,
-                            int(r.passed),
-                        )
-                        for r in audit.reconciliations
-                    ],
+                    [reconciliation_params(audit.attempt_id, r) for r in audit.reconciliations],
                 )
 
     def reconciliations(self, attempt_id: str) -> list[ReconciliationResult]:
         rows = self._all(
             "SELECT * FROM reconciliations WHERE attempt_id = ? ORDER BY rowid", (attempt_id,)
         )
-        return [
-            ReconciliationResult(
-                r["name"], r["source_value"], r["target_value"], r["tolerance"], bool(r["passed"])
-            )
-            for r in rows
-        ]
+        return [reconciliation_from_row(r) for r in rows]
 
     def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None:
         self.record_inputs_many({attempt_id: inputs})
@@ -225,85 +174,34 @@ class AttemptTables(SQLiteTables):
         with self._tx() as con:
             con.executemany(
                 "INSERT OR REPLACE INTO attempt_inputs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        attempt_id,
-                        i.upstream,
-                        i.kind,
-                        i.range_start,
-                        i.range_end,
-                        i.fingerprint,
-                        json.dumps(list(i.upstream_attempts)),
-                    )
-                    for attempt_id, read in inputs.items()
-                    for i in read
-                ],
+                [input_params(attempt_id, i) for attempt_id, read in inputs.items() for i in read],
             )
-
-    @staticmethod
-    def _attempt(row: sqlite3.Row) -> Attempt:
-        return Attempt(
-            attempt_id=row["attempt_id"],
-            run_id=row["run_id"],
-            model=row["model"],
-            grain=row["grain"],
-            partition_start=row["partition_start"],
-            partition_end=row["partition_end"],
-            version_id=row["version_id"],
-            state=AttemptState(row["state"]),
-            started_at=row["started_at"],
-            ended_at=row["ended_at"],
-            rows=row["row_count"],
-            checksum=row["checksum"],
-            error=row["error"],
-            batch=row["batch"],
-        )
 
     def get_attempt(self, attempt_id: str) -> Attempt | None:
         row = self._one("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
-        return self._attempt(row) if row else None
+        return attempt_from_row(row) if row else None
 
     def live_attempts(self) -> list[Attempt]:
         rows = self._all(
             "SELECT * FROM attempts WHERE state IN ('pending', 'running', 'staged', 'audited') "
             "ORDER BY attempt_id"
         )
-        return [self._attempt(r) for r in rows]
+        return [attempt_from_row(r) for r in rows]
 
     def attempts_of_run(self, run_id: str) -> list[Attempt]:
         rows = self._all(
             "SELECT * FROM attempts WHERE run_id = ? ORDER BY model, partition_start", (run_id,)
         )
-        return [self._attempt(r) for r in rows]
+        return [attempt_from_row(r) for r in rows]
 
     def checks(self, attempt_id: str) -> list[CheckResult]:
         rows = self._all(
             "SELECT * FROM check_results WHERE attempt_id = ? ORDER BY rowid", (attempt_id,)
         )
-        return [
-            CheckResult(
-                r["name"],
-                r["kind"],
-                Severity(r["severity"]),
-                bool(r["passed"]),
-                r["measured"],
-                r["message"],
-            )
-            for r in rows
-        ]
+        return [check_from_row(r) for r in rows]
 
     def inputs(self, attempt_id: str) -> list[Input]:
         rows = self._all(
             "SELECT * FROM attempt_inputs WHERE attempt_id = ? ORDER BY upstream", (attempt_id,)
         )
-        return [
-            Input(
-                r["upstream"],
-                r["kind"],
-                r["range_start"],
-                r["range_end"],
-                r["fingerprint"],
-                tuple(json.loads(r["upstream_attempts"])),
-            )
-            for r in rows
-        ]
+        return [input_from_row(r) for r in rows]

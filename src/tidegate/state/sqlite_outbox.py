@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
 
 from tidegate.notify.row import ConsumerRead, OutboxRow
+from tidegate.state.codec import outbox_from_row
 from tidegate.state.sqlite_tables import SQLiteTables
 
 
@@ -49,7 +49,7 @@ class OutboxTables(SQLiteTables):
                 "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?",
                 (until, head["id"]),
             )
-        return _row(head, attempts=head["attempts"] + 1, next_attempt_at=until)
+        return outbox_from_row(head, attempts=head["attempts"] + 1, next_attempt_at=until)
 
     def mark_outbox_delivered(self, row_id: int, at: str) -> None:
         with self._tx() as con:
@@ -71,17 +71,4 @@ class OutboxTables(SQLiteTables):
         if pending_only:
             query += " AND delivered_at IS NULL"
         rows = self._all(query + " ORDER BY id", (target, target))
-        return [_row(r, attempts=r["attempts"], next_attempt_at=r["next_attempt_at"]) for r in rows]
-
-
-def _row(row: sqlite3.Row, attempts: int, next_attempt_at: str) -> OutboxRow:
-    return OutboxRow(
-        id=row["id"],
-        target=row["target"],
-        payload=row["payload"],
-        created_at=row["created_at"],
-        attempts=attempts,
-        next_attempt_at=next_attempt_at,
-        delivered_at=row["delivered_at"],
-        last_error=row["last_error"],
-    )
+        return [outbox_from_row(r) for r in rows]

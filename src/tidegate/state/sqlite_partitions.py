@@ -2,39 +2,21 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
-from tidegate.domain.attempt import AttemptState
 from tidegate.domain.run import PublishedPartition
+from tidegate.state.codec import partition_from_row
+from tidegate.state.folds import Segment, fold_segments
 from tidegate.state.sqlite_tables import SQLiteTables
 
 
 class PartitionTables(SQLiteTables):
     # partitions ---------------------------------------------------------------------------
-    @staticmethod
-    def _partition(row: sqlite3.Row) -> PublishedPartition:
-        return PublishedPartition(
-            model=row["model"],
-            grain=row["grain"],
-            partition_start=row["partition_start"],
-            partition_end=row["partition_end"],
-            version_id=row["version_id"],
-            run_id=row["run_id"],
-            attempt_id=row["attempt_id"],
-            rows=row["row_count"],
-            checksum=row["checksum"],
-            published_at=row["published_at"],
-            last_attempt_id=row["last_attempt_id"],
-            last_state=AttemptState(row["last_state"]),
-            last_error=row["last_error"],
-        )
-
     def partition(self, model: str, start: int) -> PublishedPartition | None:
         row = self._one(
             "SELECT * FROM partitions WHERE model = ? AND partition_start = ?", (model, start)
         )
-        return self._partition(row) if row else None
+        return partition_from_row(row) if row else None
 
     def partitions(self, model: str, start: int, end: int) -> list[PublishedPartition]:
         rows = self._all(
@@ -42,7 +24,7 @@ class PartitionTables(SQLiteTables):
             "AND partition_start < ? ORDER BY partition_start",
             (model, start, end),
         )
-        return [self._partition(r) for r in rows]
+        return [partition_from_row(r) for r in rows]
 
     # Published partitions merged into intervals in SQL (gaps and islands), from either the
     # partitions read model (one model, optionally one version) or one run's attempts.
@@ -84,11 +66,9 @@ class PartitionTables(SQLiteTables):
 
     def segments(
         self, model: str, active_version: str | None, limit: int = 1000
-    ) -> tuple[dict[str, int], list[tuple[str, str | None, int, int, int]]]:
+    ) -> tuple[dict[str, int], list[Segment]]:
         # One streaming pass in partition order: constant memory, and faster in SQLite than
         # window functions over a long history. Counts cover every partition.
-        counts = dict.fromkeys(("published", "stale", "failed", "running", "known"), 0)
-        found: list[list[Any]] = []
         with self._lock:
             cursor = self._con.execute(
                 "SELECT partition_start, partition_end, version_id, CASE"
@@ -99,18 +79,7 @@ class PartitionTables(SQLiteTables):
                 " FROM partitions WHERE model = ? ORDER BY partition_start",
                 (active_version, model),
             )
-            for start, end, version, state in cursor:
-                counts["known"] += 1
-                if state in counts:
-                    counts[state] += 1
-                last = found[-1] if found else None
-                if last and last[4] == start and last[0] == state and last[1] == version:
-                    last[2] += 1
-                    last[4] = end
-                    continue
-                if len(found) < limit:
-                    found.append([state, version, 1, start, end])
-        return counts, [(str(a), b, int(c), int(d), int(e)) for a, b, c, d, e in found]
+            return fold_segments(cursor, limit)
 
     def mean_publish_seconds(self, model: str) -> float | None:
         row = self._one(

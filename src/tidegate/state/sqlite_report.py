@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from tidegate.notify.row import OutboxRow
 from tidegate.report.rows import CellRow, FailingCheck, RunSummary
 from tidegate.state.base import Event
-from tidegate.state.sqlite_runs import RunTables
+from tidegate.state.codec import event_from_row, outbox_from_row
+from tidegate.state.folds import summarise_runs
 from tidegate.state.sqlite_tables import SQLiteTables
 
 # The states `status` counts (PartitionTables.segments), with the run and version that explain
@@ -76,22 +75,7 @@ class ReportTables(SQLiteTables):
         return [CellRow._make(row) for row in rows]
 
     def run_summaries(self, limit: int = 200) -> list[RunSummary]:
-        found: dict[str, RunSummary] = {}
-        for row in self._all(RUN_SUMMARIES, (limit,)):
-            summary = found.get(row["run_id"])
-            if summary is None:
-                summary = RunSummary(RunTables._run(row), {}, 0, None, None)
-            states = dict(summary.states)
-            if row["attempt_state"] is not None:
-                states[row["attempt_state"]] = int(row["attempts"])
-            found[row["run_id"]] = RunSummary(
-                summary.run,
-                states,
-                summary.rows + int(row["published_rows"] or 0),
-                _earliest(summary.first_attempt_at, row["first_attempt_at"]),
-                _latest(summary.last_attempt_at, row["last_attempt_at"]),
-            )
-        return list(found.values())
+        return summarise_runs(self._all(RUN_SUMMARIES, (limit,)))
 
     def failing_checks(self, limit: int = 200) -> list[FailingCheck]:
         return [FailingCheck._make(tuple(r)) for r in self._all(FAILING_CHECKS, (limit,))]
@@ -102,41 +86,8 @@ class ReportTables(SQLiteTables):
 
     def recent_events(self, limit: int = 500) -> list[Event]:
         rows = self._all("SELECT * FROM events ORDER BY event_id DESC LIMIT ?", (limit,))
-        return [_event(r) for r in rows]
+        return [event_from_row(r) for r in rows]
 
     def recent_outbox(self, limit: int = 200) -> list[OutboxRow]:
         rows = self._all("SELECT * FROM outbox ORDER BY id DESC LIMIT ?", (limit,))
-        return [
-            OutboxRow(
-                id=r["id"],
-                target=r["target"],
-                payload=r["payload"],
-                created_at=r["created_at"],
-                attempts=r["attempts"],
-                next_attempt_at=r["next_attempt_at"],
-                delivered_at=r["delivered_at"],
-                last_error=r["last_error"],
-            )
-            for r in rows
-        ]
-
-
-def _earliest(a: str | None, b: str | None) -> str | None:
-    return min((x for x in (a, b) if x is not None), default=None)
-
-
-def _latest(a: str | None, b: str | None) -> str | None:
-    return max((x for x in (a, b) if x is not None), default=None)
-
-
-def _event(row: sqlite3.Row) -> Event:
-    return Event(
-        kind=row["kind"],
-        actor=row["actor"],
-        at=row["at"],
-        model=row["model"],
-        version_id=row["version_id"],
-        run_id=row["run_id"],
-        reason=row["reason"],
-        detail=json.loads(row["detail"]),
-    )
+        return [outbox_from_row(r) for r in rows]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
-
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.run import Run
+from tidegate.state.codec import run_from_row, run_params
 from tidegate.state.sqlite_tables import SQLiteTables
 
 
@@ -18,21 +16,7 @@ class RunTables(SQLiteTables):
                 "INSERT INTO runs (run_id, kind, models, partitions, params, requester, status, "
                 "reason, pid, started_at, ended_at, plan, plan_hash) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.run_id,
-                    run.kind,
-                    json.dumps(list(run.models)),
-                    run.partitions,
-                    json.dumps(run.params, sort_keys=True),
-                    run.requester,
-                    run.status.value,
-                    run.reason,
-                    run.pid,
-                    run.started_at,
-                    run.ended_at,
-                    run.plan,
-                    run.plan_hash,
-                ),
+                run_params(run),
             )
 
     def finish_run(
@@ -75,35 +59,15 @@ class RunTables(SQLiteTables):
             "SELECT * FROM runs WHERE ? IS NULL OR kind = ? ORDER BY run_id DESC LIMIT ?",
             (kind, kind, limit),
         )
-        return [self._run(r) for r in rows]
-
-    @staticmethod
-    def _run(row: sqlite3.Row) -> Run:
-        return Run(
-            run_id=row["run_id"],
-            kind=row["kind"],
-            models=tuple(json.loads(row["models"])),
-            partitions=row["partitions"],
-            requester=row["requester"],
-            status=RunStatus(row["status"]),
-            started_at=row["started_at"],
-            params=json.loads(row["params"]),
-            pid=row["pid"],
-            reason=row["reason"],
-            ended_at=row["ended_at"],
-            plan=row["plan"],
-            plan_hash=row["plan_hash"],
-            trigger=row["trigger"],
-            stop_requested_at=row["stop_requested_at"],
-        )
+        return [run_from_row(r) for r in rows]
 
     def get_run(self, run_id: str) -> Run | None:
         row = self._one("SELECT * FROM runs WHERE run_id = ?", (run_id,))
-        return self._run(row) if row else None
+        return run_from_row(row) if row else None
 
     def live_runs(self) -> list[Run]:
         rows = self._all("SELECT * FROM runs WHERE status = 'running' ORDER BY run_id")
-        return [self._run(r) for r in rows]
+        return [run_from_row(r) for r in rows]
 
     def last_run(self, model: str) -> Run | None:
         row = self._one(
@@ -111,4 +75,4 @@ class RunTables(SQLiteTables):
             "ORDER BY runs.run_id DESC LIMIT 1",
             (model,),
         )
-        return self._run(row) if row else None
+        return run_from_row(row) if row else None

@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 
 from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate
+from tidegate.state.codec import mark_params, taint_params, tainted_from_row
 from tidegate.state.sqlite_tables import SQLiteTables
 
 OPEN_MARKS = (
@@ -41,35 +42,13 @@ class TaintTables(SQLiteTables):
             marks = propagate(origin, order, parents, lambda m, u, w: _readers(con, m, u, w))
             con.execute(
                 "INSERT INTO taints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    taint.taint_id,
-                    taint.model,
-                    taint.grain,
-                    taint.start,
-                    taint.end,
-                    taint.reason,
-                    taint.actor,
-                    taint.at,
-                ),
+                taint_params(taint),
             )
             con.executemany(
                 "INSERT OR IGNORE INTO tainted_partitions (taint_id, model, partition_start, "
                 "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        taint.taint_id,
-                        m.model,
-                        m.start,
-                        m.end,
-                        m.attempt_id,
-                        m.depth,
-                        m.via_model,
-                        m.via_start,
-                        taint.at,
-                    )
-                    for m in marks
-                ],
+                [mark_params(taint, m) for m in marks],
             )
         return marks
 
@@ -83,7 +62,7 @@ class TaintTables(SQLiteTables):
             "ORDER BY m.model, m.partition_start, m.depth",
             {"model": model, "start": start, "end": end},
         )
-        return [_tainted(r) for r in rows]
+        return [tainted_from_row(r) for r in rows]
 
     def tainted_counts(self) -> dict[str, int]:
         rows = self._all(
@@ -143,19 +122,6 @@ def _readers(
         for row in con.execute(READERS, (upstream, model, end, start)):
             found.setdefault(row[0], Read(model, row[0], row[1], row[2], row[3], row[4]))
     return [found[k] for k in sorted(found)]
-
-
-def _tainted(row: sqlite3.Row) -> TaintedPartition:
-    mark = Mark(
-        row["model"],
-        row["partition_start"],
-        row["partition_end"],
-        row["attempt_id"],
-        row["depth"],
-        row["via_model"],
-        row["via_start"],
-    )
-    return TaintedPartition(row["taint_id"], mark, row["reason"], row["origin"], row["marked_at"])
 
 
 # The marks a publish of :attempt clears: those on the partition it replaces whole (an

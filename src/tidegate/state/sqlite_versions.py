@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from tidegate.domain.model import Version
 from tidegate.state.base import Event, ModelState
-from tidegate.state.codec import version_from_row, version_row
+from tidegate.state.codec import (
+    event_from_row,
+    event_params,
+    model_state_from_row,
+    version_from_row,
+    version_row,
+)
 from tidegate.state.sqlite_tables import SQLiteTables
 
 
@@ -66,22 +71,14 @@ class VersionTables(SQLiteTables):
         return int(row[0]) if row else 1
 
     # deploys and history -------------------------------------------------------------------
-    @staticmethod
-    def _model_state(row: sqlite3.Row) -> ModelState:
-        return ModelState(
-            row["model"],
-            row["active_version"],
-            row["previous_version"],
-            bool(row["paused"]),
-            row["deployed_at"],
-        )
-
     def model_state(self, model: str) -> ModelState | None:
         row = self._one("SELECT * FROM model_state WHERE model = ?", (model,))
-        return self._model_state(row) if row else None
+        return model_state_from_row(row) if row else None
 
     def model_states(self) -> list[ModelState]:
-        return [self._model_state(r) for r in self._all("SELECT * FROM model_state ORDER BY model")]
+        return [
+            model_state_from_row(r) for r in self._all("SELECT * FROM model_state ORDER BY model")
+        ]
 
     def activate(self, model: str, version_id: str, at: str, event: Event) -> None:
         with self._tx() as con:
@@ -123,16 +120,7 @@ class VersionTables(SQLiteTables):
         con.execute(
             "INSERT INTO events (model, kind, version_id, run_id, actor, reason, at, detail) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.model,
-                event.kind,
-                event.version_id,
-                event.run_id,
-                event.actor,
-                event.reason,
-                event.at,
-                json.dumps(event.detail or {}, sort_keys=True),
-            ),
+            event_params(event),
         )
 
     def record_event(self, event: Event) -> None:
@@ -141,16 +129,4 @@ class VersionTables(SQLiteTables):
 
     def events(self, model: str) -> list[Event]:
         rows = self._all("SELECT * FROM events WHERE model = ? ORDER BY event_id", (model,))
-        return [
-            Event(
-                kind=r["kind"],
-                actor=r["actor"],
-                at=r["at"],
-                model=r["model"],
-                version_id=r["version_id"],
-                run_id=r["run_id"],
-                reason=r["reason"],
-                detail=json.loads(r["detail"]),
-            )
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]

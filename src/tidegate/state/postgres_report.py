@@ -1,0 +1,107 @@
+"""PostgreSQL ledger reads for the report and the UI: whole histories in few statements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from psycopg.rows import tuple_row
+
+from tidegate.notify.row import OutboxRow
+from tidegate.report.rows import CellRow, FailingCheck, RunSummary
+from tidegate.state.base import Event
+from tidegate.state.codec import event_from_row, outbox_from_row
+from tidegate.state.folds import summarise_runs
+from tidegate.state.postgres_tables import PostgresTables
+
+# The states `status` counts (PartitionTables.segments), with the run and version that explain
+# each partition: the published attempt's, and the newest attempt's when that one differs.
+CELLS = (
+    "SELECT p.partition_start, p.partition_end, CASE"
+    " WHEN p.last_state IN ('pending', 'running', 'staged', 'audited') THEN 'running'"
+    " WHEN p.last_state = 'failed' THEN 'failed'"
+    " WHEN p.attempt_id IS NULL THEN p.last_state"
+    " WHEN p.version_id IS NOT DISTINCT FROM %(active)s::text THEN 'published' ELSE 'stale' END,"
+    " p.version_id, p.run_id, p.checksum,"
+    " CASE WHEN p.last_attempt_id IS NOT DISTINCT FROM p.attempt_id THEN NULL ELSE a.run_id END,"
+    " CASE WHEN p.last_attempt_id IS NOT DISTINCT FROM p.attempt_id THEN NULL"
+    "  ELSE a.version_id END,"
+    " CASE WHEN p.last_attempt_id IS NOT DISTINCT FROM p.attempt_id THEN NULL"
+    "  ELSE p.last_error END"
+    " FROM partitions p LEFT JOIN attempts a ON a.attempt_id = p.last_attempt_id"
+    " WHERE p.model = %(model)s ORDER BY p.partition_start"
+)
+
+# One row per (run, attempt state) of the newest runs: what summarise_runs folds.
+RUN_SUMMARIES = (
+    "WITH recent AS (SELECT * FROM runs ORDER BY run_id DESC LIMIT %s),"
+    " counted AS (SELECT a.run_id, a.state AS attempt_state, count(*) AS attempts,"
+    "  sum(CASE WHEN a.state = 'published' THEN a.row_count ELSE 0 END) AS published_rows,"
+    "  min(a.started_at) AS first_attempt_at, max(a.ended_at) AS last_attempt_at"
+    "  FROM attempts a WHERE a.run_id IN (SELECT run_id FROM recent)"
+    "  GROUP BY a.run_id, a.state)"
+    " SELECT recent.*, counted.attempt_state, counted.attempts, counted.published_rows,"
+    " counted.first_attempt_at, counted.last_attempt_at"
+    " FROM recent LEFT JOIN counted ON counted.run_id = recent.run_id"
+    " ORDER BY recent.run_id DESC, counted.attempt_state"
+)
+
+FAILING_CHECKS = (
+    "SELECT a.model, a.grain, a.partition_start, a.partition_end, a.run_id, a.attempt_id,"
+    " a.version_id, c.name, c.kind, c.severity, c.message, a.ended_at"
+    " FROM check_results c JOIN attempts a ON a.attempt_id = c.attempt_id"
+    " WHERE c.passed = 0 ORDER BY a.rowid DESC, c.name LIMIT %s"
+)
+CURRENT_CHECK_FAILURES = (
+    "SELECT a.model, a.grain, a.partition_start, a.partition_end, a.run_id, a.attempt_id,"
+    " a.version_id, c.name, c.kind, c.severity, c.message, a.ended_at"
+    " FROM partitions p JOIN check_results c ON c.attempt_id = p.last_attempt_id"
+    " JOIN attempts a ON a.attempt_id = p.last_attempt_id"
+    " WHERE p.model = %s AND c.passed = 0 ORDER BY p.partition_start, c.name"
+)
+
+
+class ReportTables(PostgresTables):
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        # One snapshot for every read inside; writers in other processes go on meanwhile.
+        # This thread keeps one connection for the block: every read inside runs on it.
+        with self._errors(), self._pool.session() as con:
+            con.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield
+            finally:
+                con.execute("COMMIT")
+
+    def ledger_stamp(self) -> str:
+        # ledger_clock moves with every committed write transaction, of any process
+        row = self._one("SELECT changes FROM ledger_clock WHERE id = 1")
+        return str(row[0]) if row else "0"
+
+    def partition_cells(self, model: str, active_version: str | None) -> list[CellRow]:
+        with (
+            self._errors(),
+            self._pool.session() as con,
+            con.cursor(row_factory=tuple_row) as cursor,
+        ):
+            # plain tuples: a long history is many rows
+            rows = cursor.execute(CELLS, {"model": model, "active": active_version}).fetchall()
+        return [CellRow._make(row) for row in rows]
+
+    def run_summaries(self, limit: int = 200) -> list[RunSummary]:
+        return summarise_runs(self._all(RUN_SUMMARIES, (limit,)))
+
+    def failing_checks(self, limit: int = 200) -> list[FailingCheck]:
+        return [FailingCheck._make(tuple(r)) for r in self._all(FAILING_CHECKS, (limit,))]
+
+    def current_check_failures(self, model: str) -> list[FailingCheck]:
+        rows = self._all(CURRENT_CHECK_FAILURES, (model,))
+        return [FailingCheck._make(tuple(r)) for r in rows]
+
+    def recent_events(self, limit: int = 500) -> list[Event]:
+        rows = self._all("SELECT * FROM events ORDER BY event_id DESC LIMIT %s", (limit,))
+        return [event_from_row(r) for r in rows]
+
+    def recent_outbox(self, limit: int = 200) -> list[OutboxRow]:
+        rows = self._all("SELECT * FROM outbox ORDER BY id DESC LIMIT %s", (limit,))
+        return [outbox_from_row(r) for r in rows]
