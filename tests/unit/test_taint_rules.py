@@ -135,3 +135,20 @@ def test_a_rerun_of_a_merge_model_says_it_keeps_the_taint() -> None:
     [judged] = judge([facts(taint="dup load")], rules)
     assert judged.verdict is Verdict.SAFE
     assert "keeps its taint (dup load)" in judged.reason and "recover" in judged.reason
+
+
+def test_lineage_rows_are_kept_when_their_read_window_overlaps_a_window() -> None:
+    from tidegate.domain.taint import reads_in
+
+    rows = [
+        (0, DAY, "a0", 0, DAY),  # reads day 0
+        (DAY, 2 * DAY, "a1", DAY, 2 * DAY),  # day 1
+        (0, 7 * DAY, "w0", 0, 7 * DAY),  # a week
+        (5 * DAY, 6 * DAY, "a5", 5 * DAY, 6 * DAY),  # day 5
+        (5 * DAY, 6 * DAY, "a5", 5 * DAY, 6 * DAY),  # the same partition read twice
+    ]
+    windows = [(DAY, 2 * DAY), (3 * DAY, 4 * DAY), (5 * DAY, 6 * DAY)]
+    found = reads_in("m", rows, windows)
+    assert [(r.start, r.attempt_id) for r in found] == [(0, "w0"), (DAY, "a1"), (5 * DAY, "a5")]
+    assert reads_in("m", rows, [(2 * DAY, 3 * DAY)]) == [Read("m", 0, 7 * DAY, "w0", 0, 7 * DAY)]
+    assert reads_in("m", rows, []) == []

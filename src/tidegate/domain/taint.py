@@ -16,6 +16,7 @@ import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from tidegate.domain.partitions import IntervalSet
 
@@ -153,3 +154,20 @@ def ranges_by_model(marks: Sequence[Mark]) -> dict[str, list[tuple[int, int]]]:
     for mark in marks:
         grouped.setdefault(mark.model, []).append((mark.start, mark.end))
     return {m: list(IntervalSet.of(spans).intervals) for m, spans in grouped.items()}
+
+
+def reads_in(
+    model: str, rows: Iterable[Sequence[Any]], windows: Sequence[tuple[int, int]]
+) -> list[Read]:
+    """The `Read`s among lineage rows (partition start, end, attempt, read start, read end) of
+    `model` whose read window overlaps one of `windows`, once per partition, in order. One
+    ledger query over the windows' whole span feeds it, not one per window."""
+    merged = IntervalSet.of(list(windows)).intervals
+    starts = [start for start, _ in merged]
+    found: dict[int, Read] = {}
+    for start, end, attempt, read_start, read_end in rows:
+        # the last window starting before the read ends is the only one that may overlap it
+        at = bisect.bisect_left(starts, read_end) - 1
+        if at >= 0 and merged[at][1] > read_start:
+            found.setdefault(start, Read(model, start, end, attempt, read_start, read_end))
+    return [found[k] for k in sorted(found)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate
+from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate, reads_in
 from tidegate.state.codec import mark_params, taint_params, tainted_from_row
 from tidegate.state.postgres_tables import PostgresTables
 
@@ -136,11 +136,10 @@ class TaintTables(PostgresTables):
 def _readers(
     con: psycopg.Connection[Any], model: str, upstream: str, windows: Sequence[tuple[int, int]]
 ) -> list[Read]:
-    found: dict[int, Read] = {}
-    for start, end in windows:
-        for row in con.execute(READERS, (upstream, model, end, start)):
-            found.setdefault(row[0], Read(model, row[0], row[1], row[2], row[3], row[4]))
-    return [found[k] for k in sorted(found)]
+    if not windows:
+        return []
+    span = (min(s for s, _ in windows), max(e for _, e in windows))
+    return reads_in(model, con.execute(READERS, (upstream, model, span[1], span[0])), windows)
 
 
 def hold_marks(con: psycopg.Connection[Any], exclusive: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping, Sequence
 
-from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate
+from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate, reads_in
 from tidegate.state.codec import mark_params, taint_params, tainted_from_row
 from tidegate.state.sqlite_tables import SQLiteTables
 
@@ -117,11 +117,10 @@ class TaintTables(SQLiteTables):
 def _readers(
     con: sqlite3.Connection, model: str, upstream: str, windows: Sequence[tuple[int, int]]
 ) -> list[Read]:
-    found: dict[int, Read] = {}
-    for start, end in windows:
-        for row in con.execute(READERS, (upstream, model, end, start)):
-            found.setdefault(row[0], Read(model, row[0], row[1], row[2], row[3], row[4]))
-    return [found[k] for k in sorted(found)]
+    if not windows:
+        return []
+    span = (min(s for s, _ in windows), max(e for _, e in windows))
+    return reads_in(model, con.execute(READERS, (upstream, model, span[1], span[0])), windows)
 
 
 # The marks a publish of :attempt clears: those on the partition it replaces whole (an
