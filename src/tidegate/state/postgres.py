@@ -10,20 +10,26 @@ from collections.abc import Mapping
 
 import psycopg
 
+from tidegate.state.ledger_gates import GateTables
+from tidegate.state.ledger_runs import RunTables
 from tidegate.state.postgres_attempts import AttemptTables
 from tidegate.state.postgres_connect import PostgresTarget, failure
-from tidegate.state.postgres_gates import GateTables
 from tidegate.state.postgres_migrate import migrate
 from tidegate.state.postgres_outbox import OutboxTables
 from tidegate.state.postgres_partitions import PartitionTables
 from tidegate.state.postgres_pool import Connections
 from tidegate.state.postgres_report import ReportTables
-from tidegate.state.postgres_runs import RunTables
-from tidegate.state.postgres_taints import TaintTables
+from tidegate.state.postgres_tables import PostgresTables
 
 
 class PostgresStateStore(
-    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, TaintTables, ReportTables
+    GateTables,
+    RunTables,
+    AttemptTables,
+    PartitionTables,
+    OutboxTables,
+    ReportTables,
+    PostgresTables,
 ):
     """The ledger in one schema of a PostgreSQL database. Opening it migrates the schema (see
     postgres_migrate); raises StateStoreError (exit 2) when the server is down, refuses or

@@ -3,13 +3,13 @@ and columns as the SQLite ledger's migrations/), applied under an advisory lock.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from tidegate.domain.errors import StateStoreError
+from tidegate.state.ledger_migrations import numbered_scripts
 
 # pg_advisory_xact_lock(MIGRATION_LOCK, hashtext(schema)): one process at a time creates the
 # schema and migrates it. Several processes opening a new ledger at once queue here; the first
@@ -24,13 +24,7 @@ SCHEMA_MIGRATIONS = (
 
 def migrations() -> list[tuple[int, str]]:
     """Numbered migration scripts of the PostgreSQL ledger shipped with tidegate, in order."""
-    folder = resources.files("tidegate.state") / "migrations_postgres"
-    found = [
-        (int(entry.name.split("_", 1)[0]), entry.read_text())
-        for entry in folder.iterdir()
-        if entry.name.endswith(".sql")
-    ]
-    return sorted(found)
+    return numbered_scripts("migrations_postgres")
 
 
 SCHEMA_VERSION = max(number for number, _ in migrations())

@@ -1,4 +1,5 @@
-"""PostgreSQL ledger reads for the report and the UI: whole histories in few statements."""
+"""PostgreSQL's part of the ledger reads for the report and the UI (the rest is
+ledger_report): its snapshot and stamp, cells and run summaries, in few statements."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ from contextlib import contextmanager
 
 from psycopg.rows import tuple_row
 
-from tidegate.notify.row import OutboxRow
-from tidegate.report.rows import CellRow, FailingCheck, RunSummary
-from tidegate.state.base import Event
-from tidegate.state.codec import event_from_row, outbox_from_row
+from tidegate.report.rows import CellRow, RunSummary
+from tidegate.state import ledger_report
 from tidegate.state.folds import summarise_runs
 from tidegate.state.postgres_tables import PostgresTables
 
@@ -46,22 +45,8 @@ RUN_SUMMARIES = (
     " ORDER BY recent.run_id DESC, counted.attempt_state"
 )
 
-FAILING_CHECKS = (
-    "SELECT a.model, a.grain, a.partition_start, a.partition_end, a.run_id, a.attempt_id,"
-    " a.version_id, c.name, c.kind, c.severity, c.message, a.ended_at"
-    " FROM check_results c JOIN attempts a ON a.attempt_id = c.attempt_id"
-    " WHERE c.passed = 0 ORDER BY a.rowid DESC, c.name LIMIT %s"
-)
-CURRENT_CHECK_FAILURES = (
-    "SELECT a.model, a.grain, a.partition_start, a.partition_end, a.run_id, a.attempt_id,"
-    " a.version_id, c.name, c.kind, c.severity, c.message, a.ended_at"
-    " FROM partitions p JOIN check_results c ON c.attempt_id = p.last_attempt_id"
-    " JOIN attempts a ON a.attempt_id = p.last_attempt_id"
-    " WHERE p.model = %s AND c.passed = 0 ORDER BY p.partition_start, c.name"
-)
 
-
-class ReportTables(PostgresTables):
+class ReportTables(ledger_report.ReportTables, PostgresTables):
     @contextmanager
     def reading(self) -> Iterator[None]:
         # One snapshot for every read inside; writers in other processes go on meanwhile.
@@ -90,18 +75,3 @@ class ReportTables(PostgresTables):
 
     def run_summaries(self, limit: int = 200) -> list[RunSummary]:
         return summarise_runs(self._all(RUN_SUMMARIES, (limit,)))
-
-    def failing_checks(self, limit: int = 200) -> list[FailingCheck]:
-        return [FailingCheck._make(tuple(r)) for r in self._all(FAILING_CHECKS, (limit,))]
-
-    def current_check_failures(self, model: str) -> list[FailingCheck]:
-        rows = self._all(CURRENT_CHECK_FAILURES, (model,))
-        return [FailingCheck._make(tuple(r)) for r in rows]
-
-    def recent_events(self, limit: int = 500) -> list[Event]:
-        rows = self._all("SELECT * FROM events ORDER BY event_id DESC LIMIT %s", (limit,))
-        return [event_from_row(r) for r in rows]
-
-    def recent_outbox(self, limit: int = 200) -> list[OutboxRow]:
-        rows = self._all("SELECT * FROM outbox ORDER BY id DESC LIMIT %s", (limit,))
-        return [outbox_from_row(r) for r in rows]

@@ -4,37 +4,31 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from importlib import resources
 from pathlib import Path
 
 from tidegate.domain.errors import StateStoreError
+from tidegate.state.ledger_gates import GateTables
+from tidegate.state.ledger_migrations import numbered_scripts
+from tidegate.state.ledger_runs import RunTables
 from tidegate.state.sqlite_attempts import AttemptTables
-from tidegate.state.sqlite_gates import GateTables
 from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
 from tidegate.state.sqlite_report import ReportTables
-from tidegate.state.sqlite_runs import RunTables
-from tidegate.state.sqlite_taints import TaintTables
+from tidegate.state.sqlite_tables import SQLiteTables
 
 BUSY_TIMEOUT_MS = 30_000
 
 
 def migrations() -> list[tuple[int, str]]:
     """Numbered migration scripts shipped with tidegate, in order."""
-    folder = resources.files("tidegate.state") / "migrations"
-    found = [
-        (int(entry.name.split("_", 1)[0]), entry.read_text())
-        for entry in folder.iterdir()
-        if entry.name.endswith(".sql")
-    ]
-    return sorted(found)
+    return numbered_scripts("migrations")
 
 
 SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
 class SQLiteStateStore(
-    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, TaintTables, ReportTables
+    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, ReportTables, SQLiteTables
 ):
     """The embedded ledger, one SQLite file in WAL mode."""
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+
+from tidegate.state.ledger_tables import LedgerTables, Params
 
 
-class SQLiteTables:
-    """The connection that every table group of the SQLite ledger shares."""
+class SQLiteTables(LedgerTables):
+    """The connection that every table group of the SQLite ledger shares. Statements run as
+    written: the shared table groups write them in SQLite's placeholder style."""
 
     _con: sqlite3.Connection
     # One connection shared by the coordinator and worker threads, one statement at a time.
@@ -27,11 +29,16 @@ class SQLiteTables:
                 raise
             self._con.execute("COMMIT")
 
-    def _all(self, query: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[sqlite3.Row]:
+    @contextmanager
+    def _read_tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._con
+
+    def _all(self, query: str, params: Params = ()) -> list[sqlite3.Row]:
         with self._lock:
             return list(self._con.execute(query, params).fetchall())
 
-    def _one(self, query: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+    def _one(self, query: str, params: Params = ()) -> sqlite3.Row | None:
         with self._lock:
             row: sqlite3.Row | None = self._con.execute(query, params).fetchone()
         return row

@@ -1,8 +1,9 @@
-"""Ledger tables of versions, active versions and the history of deploys."""
+"""Ledger tables of versions, active versions and the history of deploys, shared by both
+stores."""
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
 from tidegate.domain.model import Version
 from tidegate.state.base import Event, ModelState
@@ -13,24 +14,28 @@ from tidegate.state.codec import (
     version_from_row,
     version_row,
 )
-from tidegate.state.sqlite_tables import SQLiteTables
+from tidegate.state.ledger_tables import LedgerTables
+
+INSERT_VERSION = (
+    "INSERT INTO versions (version_id, model, seq, fingerprint, sql_text, spec, upstream, "
+    "git_commit, git_dirty, tool_versions, change, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (model, fingerprint) DO NOTHING"
+)
 
 
-class VersionTables(SQLiteTables):
-    # versions ---------------------------------------------------------------------------
+class VersionTables(LedgerTables):
     def save_version(self, version: Version) -> Version:
         with self._tx() as con:
+            # a concurrent save of the same (model, fingerprint) waits for the first, then
+            # stores nothing and reads the first one's version
+            if con.execute(INSERT_VERSION, version_row(version)).rowcount == 1:
+                return version
             existing = con.execute(
                 "SELECT * FROM versions WHERE model = ? AND fingerprint = ?",
                 (version.model, version.fingerprint),
             ).fetchone()
-            if existing is not None:
-                return version_from_row(existing)
-            con.execute(
-                "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                version_row(version),
-            )
-        return version
+        return version_from_row(existing)
 
     def find_version(self, model: str, fingerprint: str) -> Version | None:
         row = self._one(
@@ -49,7 +54,7 @@ class VersionTables(SQLiteTables):
             )
             return version_from_row(row) if row else None
         rows = self._all(
-            "SELECT * FROM versions WHERE model = ? AND substr(version_id, 1, ?) = ?",
+            "SELECT * FROM versions WHERE model = ? AND substr(version_id, 1, ?) = ? LIMIT 2",
             (model, len(ref), ref),
         )
         return version_from_row(rows[0]) if len(rows) == 1 else None
@@ -76,9 +81,8 @@ class VersionTables(SQLiteTables):
         return model_state_from_row(row) if row else None
 
     def model_states(self) -> list[ModelState]:
-        return [
-            model_state_from_row(r) for r in self._all("SELECT * FROM model_state ORDER BY model")
-        ]
+        rows = self._all("SELECT * FROM model_state ORDER BY model")
+        return [model_state_from_row(r) for r in rows]
 
     def activate(self, model: str, version_id: str, at: str, event: Event) -> None:
         with self._tx() as con:
@@ -92,7 +96,7 @@ class VersionTables(SQLiteTables):
                 "deploy_mark = excluded.deploy_mark",
                 (model, version_id, at),
             )
-            self._insert_event(con, event)
+            insert_event(con, event)
 
     def set_paused(self, model: str, paused: bool, event: Event) -> None:
         with self._tx() as con:
@@ -101,7 +105,7 @@ class VersionTables(SQLiteTables):
                 "ON CONFLICT (model) DO UPDATE SET paused = excluded.paused",
                 (model, int(paused)),
             )
-            self._insert_event(con, event)
+            insert_event(con, event)
 
     def confirming_run(self, model: str) -> str | None:
         row = self._one(
@@ -115,18 +119,19 @@ class VersionTables(SQLiteTables):
         )
         return str(row[0]) if row else None
 
-    @staticmethod
-    def _insert_event(con: sqlite3.Connection, event: Event) -> None:
-        con.execute(
-            "INSERT INTO events (model, kind, version_id, run_id, actor, reason, at, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            event_params(event),
-        )
-
     def record_event(self, event: Event) -> None:
         with self._tx() as con:
-            self._insert_event(con, event)
+            insert_event(con, event)
 
     def events(self, model: str) -> list[Event]:
         rows = self._all("SELECT * FROM events WHERE model = ? ORDER BY event_id", (model,))
         return [event_from_row(r) for r in rows]
+
+
+def insert_event(con: Any, event: Event) -> None:
+    """One event, in the transaction of `con`."""
+    con.execute(
+        "INSERT INTO events (model, kind, version_id, run_id, actor, reason, at, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        event_params(event),
+    )

@@ -1,17 +1,19 @@
-"""Ledger tables of taints (contamination marks and their lineage) and of consumers' reads."""
+"""Ledger tables of taints (contamination marks and their lineage) and of consumers' reads,
+shared by both stores. What differs is PostgreSQL's marks lock (postgres_taints.hold_marks)."""
 
 from __future__ import annotations
 
-import sqlite3
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate, reads_in
 from tidegate.state.codec import mark_params, taint_params, tainted_from_row
-from tidegate.state.sqlite_tables import SQLiteTables
+from tidegate.state.ledger_tables import LedgerTables
 
 OPEN_MARKS = (
     "SELECT m.*, t.reason, t.model AS origin FROM tainted_partitions m "
-    "JOIN taints t USING (taint_id) WHERE m.cleared_at IS NULL "
+    "JOIN taints t ON t.taint_id = m.taint_id WHERE m.cleared_at IS NULL "
 )
 
 # Published partitions of a model whose attempt read a window of an upstream model.
@@ -22,12 +24,49 @@ READERS = (
     "AND i.range_start < ? AND i.range_end > ? ORDER BY p.partition_start"
 )
 
+# The kind of run and the spec of the version an attempt was made by.
+MADE_BY = (
+    "SELECT r.kind, v.spec FROM attempts a JOIN runs r ON r.run_id = a.run_id "
+    "JOIN versions v ON v.version_id = a.version_id WHERE a.attempt_id = ?"
+)
 
-class TaintTables(SQLiteTables):
+# The marks a publish of :attempt clears, when it replaces its partition whole (see
+# replaces_whole): those on that partition made before the attempt began (one computed before
+# the taint was declared may have read what the taint is about).
+CLEAR_REPLACED = (
+    "UPDATE tainted_partitions SET cleared_at = :at, cleared_by = :attempt "
+    "WHERE cleared_at IS NULL AND attempt_id <> :attempt "
+    "AND (model, partition_start) = "
+    " (SELECT model, partition_start FROM attempts WHERE attempt_id = :attempt) "
+    "AND marked_at < (SELECT started_at FROM attempts WHERE attempt_id = :attempt)"
+)
+
+# An attempt on publishing inherits the open marks of the upstream partitions it read.
+INHERIT_MARKS = (
+    "INSERT INTO tainted_partitions (taint_id, model, partition_start, "
+    "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
+    "SELECT t.taint_id, a.model, a.partition_start, a.partition_end, a.attempt_id, "
+    "min(t.depth) + 1, t.model, min(t.partition_start), ? "
+    "FROM attempts a JOIN attempt_inputs i ON i.attempt_id = a.attempt_id "
+    "AND i.kind = 'model' "
+    "JOIN tainted_partitions t ON t.model = i.upstream AND t.cleared_at IS NULL "
+    "AND t.partition_start < i.range_end AND t.partition_end > i.range_start "
+    "WHERE a.attempt_id = ? "
+    "GROUP BY t.taint_id, t.model, a.model, a.partition_start, a.partition_end, "
+    "a.attempt_id ON CONFLICT DO NOTHING"
+)
+
+
+class TaintTables(LedgerTables):
+    def _hold_marks(self, con: Any, exclusive: bool) -> None:
+        """Keep marks and publishes apart for the rest of the transaction; nothing to do
+        where a write transaction holds the whole ledger (SQLite)."""
+
     def taint(
         self, taint: Taint, order: Sequence[str], parents: Mapping[str, Sequence[str]]
     ) -> list[Mark]:
         with self._tx() as con:
+            self._hold_marks(con, exclusive=True)
             origin = [
                 Mark(taint.model, r[0], r[1], r[2], 0)
                 for r in con.execute(
@@ -39,15 +78,16 @@ class TaintTables(SQLiteTables):
             ]
             if not origin:
                 return []
-            marks = propagate(origin, order, parents, lambda m, u, w: _readers(con, m, u, w))
+            marks = propagate(origin, order, parents, lambda m, u, w: readers_in(con, m, u, w))
             con.execute(
-                "INSERT INTO taints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO taints (taint_id, model, grain, range_start, range_end, reason, "
+                "actor, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 taint_params(taint),
             )
             con.executemany(
-                "INSERT OR IGNORE INTO tainted_partitions (taint_id, model, partition_start, "
+                "INSERT INTO tainted_partitions (taint_id, model, partition_start, "
                 "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [mark_params(taint, m) for m in marks],
             )
         return marks
@@ -56,9 +96,9 @@ class TaintTables(SQLiteTables):
         self, model: str | None = None, start: int | None = None, end: int | None = None
     ) -> list[TaintedPartition]:
         rows = self._all(
-            OPEN_MARKS + "AND (:model IS NULL OR m.model = :model) "
-            "AND (:start IS NULL OR m.partition_end > :start) "
-            "AND (:end IS NULL OR m.partition_start < :end) "
+            OPEN_MARKS + "AND (CAST(:model AS TEXT) IS NULL OR m.model = :model) "
+            "AND (CAST(:start AS BIGINT) IS NULL OR m.partition_end > :start) "
+            "AND (CAST(:end AS BIGINT) IS NULL OR m.partition_start < :end) "
             "ORDER BY m.model, m.partition_start, m.depth",
             {"model": model, "start": start, "end": end},
         )
@@ -83,8 +123,8 @@ class TaintTables(SQLiteTables):
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
     def readers(self, model: str, upstream: str, windows: Sequence[tuple[int, int]]) -> list[Read]:
-        with self._lock:
-            return _readers(self._con, model, upstream, windows)
+        with self._read_tx() as con:
+            return readers_in(con, model, upstream, windows)
 
     def record_reads(
         self, consumer: str, model: str, windows: Sequence[tuple[int, int]], at: str
@@ -113,9 +153,17 @@ class TaintTables(SQLiteTables):
             found.setdefault(int(row[0]), []).append(row[1])
         return found
 
+    def _settle_taints(self, con: Any, attempt_id: str, at: str) -> None:
+        """On publishing `attempt_id`: clear the marks of what it replaces, and mark it with
+        the taints of the upstream partitions it read (a run told to warn, not block)."""
+        made = con.execute(MADE_BY, (attempt_id,)).fetchone()
+        if made is not None and replaces_whole(made[0], made[1]):
+            con.execute(CLEAR_REPLACED, {"at": at, "attempt": attempt_id})
+        con.execute(INHERIT_MARKS, (at, attempt_id))
 
-def _readers(
-    con: sqlite3.Connection, model: str, upstream: str, windows: Sequence[tuple[int, int]]
+
+def readers_in(
+    con: Any, model: str, upstream: str, windows: Sequence[tuple[int, int]]
 ) -> list[Read]:
     if not windows:
         return []
@@ -123,40 +171,12 @@ def _readers(
     return reads_in(model, con.execute(READERS, (upstream, model, span[1], span[0])), windows)
 
 
-# The marks a publish of :attempt clears: those on the partition it replaces whole (an
-# overwrite, or a recovery's rebuild; a merge or an append keeps the rows a mark is about),
-# made before the attempt began (one computed before the taint was declared may have read
-# what the taint is about).
-CLEAR_REPLACED = (
-    "UPDATE tainted_partitions SET cleared_at = :at, cleared_by = :attempt "
-    "WHERE cleared_at IS NULL AND attempt_id != :attempt "
-    "AND (model, partition_start) = "
-    " (SELECT model, partition_start FROM attempts WHERE attempt_id = :attempt) "
-    "AND marked_at < (SELECT started_at FROM attempts WHERE attempt_id = :attempt) "
-    "AND EXISTS (SELECT 1 FROM attempts a JOIN runs r ON r.run_id = a.run_id "
-    " JOIN versions v ON v.version_id = a.version_id WHERE a.attempt_id = :attempt "
-    " AND (r.kind = 'recover' OR json_extract(v.spec, '$.write_mode') = 'overwrite'))"
-)
-
-
-def settle_taints(con: sqlite3.Connection, attempt_id: str, at: str) -> None:
-    """On publishing `attempt_id`: clear the marks of what it replaces, and mark it with the
-    taints of the upstream partitions it read (a run told to warn, not block)."""
-    con.execute(CLEAR_REPLACED, {"at": at, "attempt": attempt_id})
-    con.execute(
-        "INSERT OR IGNORE INTO tainted_partitions (taint_id, model, partition_start, "
-        "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
-        "SELECT t.taint_id, a.model, a.partition_start, a.partition_end, a.attempt_id, "
-        "min(t.depth) + 1, t.model, min(t.partition_start), ? "
-        "FROM attempts a JOIN attempt_inputs i ON i.attempt_id = a.attempt_id "
-        "AND i.kind = 'model' "
-        "JOIN tainted_partitions t ON t.model = i.upstream AND t.cleared_at IS NULL "
-        "AND t.partition_start < i.range_end AND t.partition_end > i.range_start "
-        "WHERE a.attempt_id = ? GROUP BY t.taint_id, t.model",
-        (at, attempt_id),
-    )
-
-
-def any_open_taint(con: sqlite3.Connection) -> bool:
+def any_open_taint(con: Any) -> bool:
     found = con.execute("SELECT 1 FROM tainted_partitions WHERE cleared_at IS NULL LIMIT 1")
     return found.fetchone() is not None
+
+
+def replaces_whole(run_kind: str, spec: str) -> bool:
+    """Whether a publish replaces its partition whole: an overwrite, or a recovery's rebuild
+    (a merge or an append keeps the rows a mark is about)."""
+    return run_kind == "recover" or json.loads(spec).get("write_mode") == "overwrite"

@@ -1,11 +1,11 @@
-"""PostgreSQL ledger table of validation gates."""
+"""Ledger table of validation gates, shared by both stores."""
 
 from __future__ import annotations
 
 from tidegate.domain.gate import Gate
 from tidegate.state.base import Event
 from tidegate.state.codec import gate_from_row, gate_params
-from tidegate.state.postgres_versions import VersionTables, insert_event
+from tidegate.state.ledger_versions import VersionTables, insert_event
 
 
 class GateTables(VersionTables):
@@ -14,7 +14,7 @@ class GateTables(VersionTables):
             con.execute(
                 "INSERT INTO gates (gate_id, model, version_id, passed, flaky, inputs, "
                 "partitions, report, actor, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 gate_params(gate),
             )
             insert_event(con, event)
@@ -22,7 +22,7 @@ class GateTables(VersionTables):
     def gates(self, model: str) -> list[Gate]:
         rows = self._all(
             # the ledger's own order: a gate's stamp may be backdated with --as-of
-            "SELECT * FROM gates WHERE model = %s ORDER BY rowid",
+            "SELECT * FROM gates WHERE model = ? ORDER BY rowid",
             (model,),
         )
         return [gate_from_row(r) for r in rows]
