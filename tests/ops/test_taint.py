@@ -61,6 +61,24 @@ def register(project: Path, url: str, model: str, ack: str = "notified") -> None
     )
 
 
+def killed_recovery(project: Path, crash_at: str) -> str:
+    """Recover daily_revenue one partition a batch in a real process killed at `crash_at`; the
+    recovery's run id, from the ledger."""
+    killed = run_process(
+        "recover",
+        "daily_revenue",
+        "--batch-size",
+        "1",
+        "--project",
+        project,
+        env={"TIDEGATE_CRASH_AT": crash_at},
+    )
+    assert killed.exit_code == -9, killed.stderr
+    with sqlite3.connect(project / ".tidegate" / "state.db") as con:
+        [(run_id,)] = con.execute("SELECT run_id FROM runs WHERE kind = 'recover'").fetchall()
+    return str(run_id)
+
+
 def taints_of(project: Path, model: str, partition: str) -> list[dict[str, Any]]:
     shown: list[dict[str, Any]] = doc(project, "show", "partition", model, partition)["taints"]
     return shown
@@ -304,18 +322,7 @@ def test_a_recovery_killed_mid_way_resumes_to_the_same_result(project: Path) -> 
     before = warehouse_dump(project)
     cli(project, "taint", "daily_revenue", "--partitions", WEEK, "--reason", "dup load")
     # one partition per batch: killed right after the third publish, before its ledger update
-    killed = run_process(
-        "recover",
-        "daily_revenue",
-        "--batch-size",
-        "1",
-        "--project",
-        project,
-        env={"TIDEGATE_CRASH_AT": "after_publish:3"},
-    )
-    assert killed.exit_code == -9, killed.stderr
-    with sqlite3.connect(project / ".tidegate" / "state.db") as con:
-        [(run_id,)] = con.execute("SELECT run_id FROM runs WHERE kind = 'recover'").fetchall()
+    run_id = killed_recovery(project, "after_publish:3")
     assert tainted(project)["daily_revenue"] > 0
     resumed = spawn("recover", "resume", run_id, "--project", project)
     _, err = resumed.communicate(timeout=120)
@@ -416,18 +423,7 @@ def test_a_refused_resume_writes_nothing_and_a_resume_tells_what_a_crash_left_un
     cli(
         project, "taint", "daily_revenue", "--partitions", "2025-06-10..2025-06-11", "--reason", "x"
     )
-    killed = run_process(
-        "recover",
-        "daily_revenue",
-        "--batch-size",
-        "1",
-        "--project",
-        project,
-        env={"TIDEGATE_CRASH_AT": "after_ledger:1"},
-    )
-    assert killed.exit_code == -9, killed.stderr
-    with sqlite3.connect(project / ".tidegate" / "state.db") as con:
-        [(run_id,)] = con.execute("SELECT run_id FROM runs WHERE kind = 'recover'").fetchall()
+    run_id = killed_recovery(project, "after_ledger:1")
     cli(project, "pause", "monthly_revenue")
     ledger = state_dump(project)
     refused = cli(project, "recover", "resume", run_id, code=3)
