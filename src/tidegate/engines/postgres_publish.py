@@ -41,3 +41,6 @@ class PostgresPublish(SqlEngine):
         except psycopg.Error as error:
             # the commit itself failed (the statements raise EngineError): nothing was written
             raise EngineError(f"postgres: {str(error).strip().splitlines()[0]}") from error
+
+    def _after_publish(self, staging: str) -> None:
+        """Nothing: the staging table went inside the publish's transaction."""

@@ -5,6 +5,7 @@ runs and binds its values, how a table's columns are read, and its publish trans
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -32,7 +33,7 @@ from tidegate.sql.statements import Flavor
 Params = Mapping[str, Any] | Sequence[Any]
 
 
-class SqlEngine:
+class SqlEngine(ABC):
     """The shared half of an engine that speaks SQL; the engine subclass gives the hooks."""
 
     flavor: ClassVar[Flavor]
@@ -42,9 +43,10 @@ class SqlEngine:
     # hooks ---------------------------------------------------------------------------------
 
     @staticmethod
+    @abstractmethod
     def _staged(name: str) -> exp.Table:
         """The staging table that holds the staging slot `name`."""
-        raise NotImplementedError
+        ...
 
     @staticmethod
     def _staging_table(name: str) -> str:
@@ -52,43 +54,46 @@ class SqlEngine:
         return name
 
     @staticmethod
-    def _create_staging(target: exp.Table, query_sql: str) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _create_staging(target: exp.Table, query_sql: str) -> str: ...
 
     @staticmethod
-    def _insert_markers() -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def _insert_markers() -> str: ...
 
-    def _run(self, statement: str, params: Params | None = None) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def _run(self, statement: str, params: Params | None = None) -> Any: ...
 
+    @abstractmethod
     def _one(self, statement: str, params: Params | None = None) -> Any:
         """The one row a statement returns."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _bind(self, params: Mapping[str, Any], statement: str) -> Params:
         """The values a statement is run with."""
-        raise NotImplementedError
+        ...
 
-    def _all_columns(self, table: str, staged: bool = False) -> list[str]:
-        raise NotImplementedError
+    @abstractmethod
+    def _all_columns(self, table: str, staged: bool = False) -> list[str]: ...
 
+    @abstractmethod
     def _ensure_target_schema(self, schema: str | None) -> None:
         """The schema a new published table goes in exists."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _publish_transaction(self, staging: str) -> AbstractContextManager[None]:
         """One transaction around a publish's writes and markers."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _after_publish(self, staging: str) -> None:
         """What follows a committed publish."""
 
-    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
-        raise NotImplementedError
+    @abstractmethod
+    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None: ...
 
-    def staging_tables(self) -> list[str]:
-        raise NotImplementedError
+    @abstractmethod
+    def staging_tables(self) -> list[str]: ...
 
     # statements built once per session ------------------------------------------------------
 
