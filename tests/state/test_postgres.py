@@ -5,13 +5,13 @@ publishes). Marker `postgres`: `pytest -m postgres` runs them, `-m "not postgres
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 from psycopg import sql
 
+from tests.faults.ledger import wait_until
 from tests.report.store_contract import ReportStoreContract, event
 from tests.state.contract import (
     AT,
@@ -50,11 +50,22 @@ from tidegate.state.postgres import PostgresStateStore
 from tidegate.state.postgres_attempts import publish_one
 from tidegate.state.postgres_connect import PostgresTarget
 from tidegate.state.postgres_migrate import SCHEMA_VERSION, migrations
-from tidegate.state.postgres_taints import hold_marks
+from tidegate.state.postgres_taints import MARKS_LOCK, hold_marks
 
 pytestmark = pytest.mark.postgres
 
 FAR = "2999-01-01T00:00:00.000000+00:00"
+
+
+def waiting_for_marks(schema: str) -> bool | None:
+    """True once a session waits for the marks lock of `schema` (see MARKS_LOCK)."""
+    with admin() as con:
+        row = con.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND classid = %s AND objid = hashtext(%s)::oid",
+            (MARKS_LOCK, schema),
+        ).fetchone()
+    return True if row and row[0] else None
 
 
 def month(attempt_id: str, run_id: str = RUN_A) -> Attempt:
@@ -266,7 +277,7 @@ def test_a_publish_in_flight_cannot_slip_past_a_taint(schema: str) -> None:
                 )
             )
             declared.start()
-            time.sleep(0.5)
+            wait_until("the taint to wait for the marks lock", lambda: waiting_for_marks(schema))
             assert declared.is_alive()  # waiting for the publish to commit
         declared.join(30)
         assert not declared.is_alive()
@@ -304,7 +315,7 @@ def test_a_publish_waits_for_a_taint_and_inherits_its_marks(schema: str) -> None
             )
             published = threading.Thread(target=lambda: _publish(publisher, "att-m0"))
             published.start()
-            time.sleep(0.5)
+            wait_until("the publish to wait for the marks lock", lambda: waiting_for_marks(schema))
             # the state moves went ahead; the publish itself waits for the taint
             assert published.is_alive()
         published.join(30)
