@@ -3,6 +3,7 @@ Every store subclasses it with the `store` fixture of tests/state/contract.py.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -12,9 +13,9 @@ from tidegate.domain.attempt import AttemptState
 from tidegate.domain.model import WriteMode
 from tidegate.domain.partitions import DAY_SECONDS
 from tidegate.domain.run import Input
-from tidegate.domain.taint import Read, Taint
+from tidegate.domain.taint import Mark, Read, Taint
 from tidegate.notify.row import ConsumerRead
-from tidegate.state.base import StateStore
+from tidegate.state.base import Event, StateStore, Told
 
 DAY = DAY_SECONDS
 MONTH_END = T0 + 31 * DAY
@@ -87,6 +88,25 @@ class TaintStoreContract:
         assert [t.mark.start for t in store.open_taints("daily_revenue", T0, T0 + DAY)] == []
         assert store.tainted_counts() == {"daily_revenue": 1, "monthly_revenue": 1}
         assert len(store.open_taints()) == 2
+
+    def test_what_a_taint_tells_is_written_with_it_or_not_at_all(self, lineage: StateStore) -> None:
+        store = lineage
+
+        def tell(marks: Sequence[Mark]) -> Told:
+            event = Event(kind="taint", actor="alice", at=AT, model="daily_revenue")
+            return Told(event, [("hook", f'{{"marks": {len(marks)}}}')])
+
+        store.taint(taint("taint-1", T0 + DAY, T0 + 2 * DAY), ORDER, PARENTS, tell)
+        assert [(r.target, r.payload) for r in store.outbox()] == [("hook", '{"marks": 2}')]
+        assert [e.kind for e in store.events("daily_revenue")] == ["taint"]
+
+        def killed(marks: Sequence[Mark]) -> Told:
+            raise RuntimeError("killed before the notices were queued")
+
+        with pytest.raises(RuntimeError):
+            store.taint(taint("taint-2", T0, T0 + DAY), ORDER, PARENTS, killed)
+        assert {t.taint_id for t in store.open_taints()} == {"taint-1"}
+        assert len(store.outbox()) == 1
 
     def test_a_range_with_nothing_published_records_nothing(self, lineage: StateStore) -> None:
         assert lineage.taint(taint("taint-1", T0 + 9 * DAY, T0 + 10 * DAY), ORDER, PARENTS) == []

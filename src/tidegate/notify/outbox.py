@@ -55,7 +55,7 @@ def enqueue(
     """Write (target name, document) pairs to the outbox in one transaction, with the consumer
     reads each tells of (by entry index); their row ids."""
     at = _iso(clock.now())
-    documents = [(target, _dumps(document)) for target, document in entries]
+    documents = payloads(entries)
     return state.add_outbox(documents, at, reads)
 
 
@@ -90,6 +90,11 @@ def backoff(target: NotifyTarget, attempts: int) -> timedelta:
     exponent = min(max(attempts - 1, 0), MAX_EXPONENT)
     seconds = min(target.retry_max_seconds, target.retry_base_seconds * 2**exponent)
     return timedelta(seconds=seconds)
+
+
+def payloads(entries: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, str]]:
+    """(target, document) pairs as the outbox keeps them: (target, one line of JSON)."""
+    return [(target, _dumps(document)) for target, document in entries]
 
 
 def _dumps(document: Mapping[str, Any]) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.domain.partitions import IntervalSet, PartitionRange
 from tidegate.notify.config import consumers_of, lineage_targets
-from tidegate.notify.outbox import DeliveryReport, deliver, enqueue
+from tidegate.notify.outbox import DeliveryReport, deliver, enqueue, payloads
 from tidegate.notify.row import ConsumerRead
 from tidegate.notify.targets import Dispatcher
 from tidegate.ops.context import Context
@@ -120,22 +120,21 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
     return describe(flush(ctx))
 
 
-def tell_consumers(
+def notices(
     ctx: Context,
     kind: NoticeKind,
     affected: Mapping[str, Windows],
     reason: str,
     run_id: str | None,
-) -> list[str]:
-    """Queue a `taint` or `reread` notice to each consumer of each affected model, with exactly
-    that model's affected partitions; deliver what can be."""
+) -> list[tuple[str, str]]:
+    """A `taint` or `reread` notice for each consumer of each affected model, with exactly
+    that model's affected partitions: (target, payload) rows for the outbox."""
     if not ctx.project.settings.notify:
         return []
     queue = _Queue()
     for model, windows in affected.items():
         _tell(ctx, queue, kind, model, windows, reason, run_id)
-    _enqueue(ctx, queue)
-    return describe(flush(ctx))
+    return payloads(queue.entries)
 
 
 def notified(ctx: Context, models: Sequence[str]) -> list[str]:

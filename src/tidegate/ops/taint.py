@@ -18,9 +18,9 @@ from tidegate.domain.ids import new_taint_id
 from tidegate.domain.partitions import PartitionRange, parse_range
 from tidegate.domain.taint import Mark, Taint, ranges_by_model
 from tidegate.execution.executor import Outcome
-from tidegate.ops.announce import labels, notified, tell_consumers
+from tidegate.ops.announce import describe, flush, labels, notices, notified
 from tidegate.ops.context import Context
-from tidegate.state.base import Event
+from tidegate.state.base import Event, Told
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,10 @@ def taint(ctx: Context, model: str, partitions: str, reason: str) -> Tainted:
         actor=ctx.actor,
         at=stamp(ctx.clock),
     )
-    marks = ctx.state.taint(declared, order, {m: upstream[m] for m in order})
-    if not marks:
-        raise UsageError(f"nothing to taint: no partition of {model} in {partitions} is published")
-    affected = ranges_by_model(marks)
-    ctx.state.record_event(
-        Event(
+
+    def tell(marks: Sequence[Mark]) -> Told:
+        affected = ranges_by_model(marks)
+        event = Event(
             kind="taint",
             actor=ctx.actor,
             at=declared.at,
@@ -70,8 +68,13 @@ def taint(ctx: Context, model: str, partitions: str, reason: str) -> Tainted:
                 "reached": {m: list(labels(ctx, m, w)) for m, w in affected.items()},
             },
         )
-    )
-    notes = tell_consumers(ctx, "taint", affected, reason, None)
+        return Told(event, notices(ctx, "taint", affected, reason, None))
+
+    marks = ctx.state.taint(declared, order, {m: upstream[m] for m in order}, tell)
+    if not marks:
+        raise UsageError(f"nothing to taint: no partition of {model} in {partitions} is published")
+    affected = ranges_by_model(marks)
+    notes = describe(flush(ctx)) if ctx.project.settings.notify else []
     return Tainted(declared, tuple(marks), tuple(notified(ctx, list(affected))), tuple(notes))
 
 

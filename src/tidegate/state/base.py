@@ -6,7 +6,7 @@ before and outcome after, and is reconciled from the markers after a crash.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -41,6 +41,15 @@ class Event:
     run_id: str | None = None
     reason: str | None = None
     detail: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Told:
+    """What a taint records besides its marks, in the same transaction: its history event and
+    the notices (target, payload JSON) queued for the consumers of what it reached."""
+
+    event: Event
+    notices: Sequence[tuple[str, str]]
 
 
 class StateStore(Protocol):
@@ -248,12 +257,18 @@ class StateStore(Protocol):
 
     # taints and consumers ----------------------------------------------------------------
     def taint(
-        self, taint: Taint, order: Sequence[str], parents: Mapping[str, Sequence[str]]
+        self,
+        taint: Taint,
+        order: Sequence[str],
+        parents: Mapping[str, Sequence[str]],
+        tell: Callable[[Sequence[Mark]], Told] | None = None,
     ) -> list[Mark]:
         """Record `taint` and mark the partitions it reaches (domain.taint.propagate over the
         models downstream of its model, `order` and `parents` as there), reading lineage and
-        writing marks in one transaction, so no publish slips between. Records nothing and
-        returns [] when no partition in its range is published."""
+        writing marks in one transaction, so no publish slips between; what `tell` makes of the
+        marks (the history event, the notices for the outbox) is written in that transaction
+        too, so a taint is never recorded untold. Records nothing and returns [] when no
+        partition in its range is published."""
 
     def open_taints(
         self, model: str | None = None, start: int | None = None, end: int | None = None

@@ -4,12 +4,14 @@ shared by both stores. What differs is PostgreSQL's marks lock (postgres_taints.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate, reads_in
+from tidegate.state.base import Told
 from tidegate.state.codec import mark_params, taint_params, tainted_from_row
 from tidegate.state.ledger_tables import LedgerTables
+from tidegate.state.ledger_versions import insert_event
 
 OPEN_MARKS = (
     "SELECT m.*, t.reason, t.model AS origin FROM tainted_partitions m "
@@ -62,8 +64,16 @@ class TaintTables(LedgerTables):
         """Keep marks and publishes apart for the rest of the transaction; nothing to do
         where a write transaction holds the whole ledger (SQLite)."""
 
+    if TYPE_CHECKING:  # the outbox table group's, in the same store
+
+        def _insert_outbox(self, con: Any, values: tuple[str, str, str, str]) -> int: ...
+
     def taint(
-        self, taint: Taint, order: Sequence[str], parents: Mapping[str, Sequence[str]]
+        self,
+        taint: Taint,
+        order: Sequence[str],
+        parents: Mapping[str, Sequence[str]],
+        tell: Callable[[Sequence[Mark]], Told] | None = None,
     ) -> list[Mark]:
         with self._tx() as con:
             self._hold_marks(con, exclusive=True)
@@ -90,6 +100,11 @@ class TaintTables(LedgerTables):
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [mark_params(taint, m) for m in marks],
             )
+            if tell is not None:
+                told = tell(marks)
+                insert_event(con, told.event)
+                for target, payload in told.notices:
+                    self._insert_outbox(con, (target, payload, taint.at, taint.at))
         return marks
 
     def open_taints(
