@@ -4,7 +4,7 @@ claims the head in its own way: see sqlite_outbox and postgres_outbox)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidegate.notify.row import ConsumerRead, OutboxRow
 from tidegate.state.codec import outbox_from_row
@@ -12,9 +12,10 @@ from tidegate.state.ledger_tables import LedgerTables
 
 
 class OutboxTables(LedgerTables):
-    def _insert_outbox(self, con: Any, values: tuple[str, str, str, str]) -> int:
-        """Insert one outbox row (target, payload, created_at, next_attempt_at); its id."""
-        raise NotImplementedError
+    if TYPE_CHECKING:  # each store inserts a row its own way (sqlite_outbox, postgres_outbox)
+
+        def _insert_outbox(self, con: Any, values: tuple[str, str, str, str]) -> int:
+            """Insert one outbox row (target, payload, created_at, next_attempt_at); its id."""
 
     def add_outbox(
         self,

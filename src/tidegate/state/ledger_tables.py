@@ -14,24 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 Params = Sequence[Any] | Mapping[str, Any]
 
 
 class LedgerTables:
-    """The dialect interface: each store supplies these (sqlite_tables, postgres_tables)."""
+    """The dialect interface: each store supplies these (sqlite_tables, postgres_tables). Declared
+    for the type checker only, so that a store's own definitions are the ones that run."""
 
-    def _tx(self) -> AbstractContextManager[Any]:
-        """One write transaction; nothing of it stays if its body raises."""
-        raise NotImplementedError
+    if TYPE_CHECKING:
 
-    def _read_tx(self) -> AbstractContextManager[Any]:
-        """One connection for reads that take several statements."""
-        raise NotImplementedError
+        def _tx(self) -> AbstractContextManager[Any]:
+            """One write transaction; nothing of it stays if its body raises."""
 
-    def _all(self, query: str, params: Params = ()) -> list[Any]:
-        raise NotImplementedError
+        def _read_tx(self) -> AbstractContextManager[Any]:
+            """One connection for reads that take several statements."""
 
-    def _one(self, query: str, params: Params = ()) -> Any | None:
-        raise NotImplementedError
+        def _all(self, query: str, params: Params = ()) -> list[Any]: ...
+
+        def _one(self, query: str, params: Params = ()) -> Any | None: ...
