@@ -7,7 +7,7 @@ Expected values are worked out by hand from the literal rows below.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,14 @@ import pytest
 from tests.engines.contract import DAY1, DAY1_ROWS, DAY2, DAY2_ROWS, EVENT_COLUMNS, Row, select_rows
 from tidegate.domain.model import Column
 from tidegate.domain.partitions import Grain, PartitionKey, parse_range
-from tidegate.engines.base import KeyDifference, PartitionSummary, Relation, Target, bound_values
+from tidegate.engines.base import (
+    Engine,
+    KeyDifference,
+    PartitionSummary,
+    Relation,
+    Target,
+    bound_values,
+)
 from tidegate.engines.duckdb import DuckDBEngine
 from tidegate.sql.model_sql import parse_type
 
@@ -31,8 +38,11 @@ def events(name: str, schema: str | None = None) -> Relation:
 
 
 class Warehouse:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    """Tables written through the seam by a writer that closes after each table, read by a
+    read-only session: `open_engine(read_only)` opens the engine under test."""
+
+    def __init__(self, open_engine: Callable[[bool], Engine]) -> None:
+        self.open_engine = open_engine
         self._n = 0
 
     def write(
@@ -46,7 +56,7 @@ class Warehouse:
         key: str | None = None,
     ) -> None:
         self._n += 1
-        engine = DuckDBEngine(self.path)
+        engine = self.open_engine(False)
         try:
             engine.prepare()
             staging = f"diff_{self._n}"
@@ -56,13 +66,14 @@ class Warehouse:
         finally:
             engine.close()
 
-    def reader(self) -> DuckDBEngine:
-        return DuckDBEngine(self.path, read_only=True)
+    def reader(self) -> Engine:
+        return self.open_engine(True)
 
 
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Warehouse:
-    return Warehouse(tmp_path / "warehouse.duckdb")
+    path = tmp_path / "warehouse.duckdb"
+    return Warehouse(lambda read_only: DuckDBEngine(path, read_only=read_only))
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 
-from tests.engines.contract import EVENT_COLUMNS, Row, select_rows
 from tests.engines.postgres_kit import fresh_database
 from tests.engines.test_diff_queries import (  # noqa: F401 - collected here, on PostgreSQL
+    Warehouse,
     changed,
     test_a_numeric_tolerance_is_relative,
     test_columns_of_different_types_are_compared_as_text,
@@ -22,49 +22,13 @@ from tests.engines.test_diff_queries import (  # noqa: F401 - collected here, on
     test_the_window_limits_the_comparison,
     two_days,
 )
-from tidegate.domain.model import Column
-from tidegate.domain.partitions import PartitionKey
-from tidegate.engines.base import Target, bound_values
 from tidegate.engines.postgres import PostgresEngine
-from tidegate.engines.postgres_connection import Warehouse
+from tidegate.engines.postgres_connection import Warehouse as PostgresTarget
 
 pytestmark = pytest.mark.postgres
 
 
-class PostgresWarehouse:
-    """The DuckDB suite's warehouse, on PostgreSQL: written by a writer that closes after each
-    table, read by a read-only session."""
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-        self._n = 0
-
-    def write(
-        self,
-        table: str,
-        rows: Sequence[Row],
-        partition: PartitionKey,
-        columns: Sequence[Column] = EVENT_COLUMNS,
-        schema: str | None = None,
-        partition_column: str = "ts",
-        key: str | None = None,
-    ) -> None:
-        self._n += 1
-        engine = PostgresEngine(Warehouse(self.dsn))
-        try:
-            engine.prepare()
-            staging = f"diff_{self._n}"
-            engine.stage(staging, select_rows(rows, columns), {})
-            target = Target(table, tuple(columns), partition_column, key is not None, schema)
-            engine.publish(target, staging, bound_values(partition, key), [])
-        finally:
-            engine.close()
-
-    def reader(self) -> PostgresEngine:
-        return PostgresEngine(Warehouse(self.dsn), read_only=True)
-
-
 @pytest.fixture
-def warehouse() -> Iterator[PostgresWarehouse]:
+def warehouse() -> Iterator[Warehouse]:
     with fresh_database() as dsn:
-        yield PostgresWarehouse(dsn)
+        yield Warehouse(lambda read_only: PostgresEngine(PostgresTarget(dsn), read_only=read_only))

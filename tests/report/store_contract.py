@@ -176,3 +176,16 @@ def event(kind: str, version_id: str | None, reason: str | None = None) -> Event
         version_id=version_id,
         reason=reason,
     )
+
+
+def assert_one_snapshot(reader: StateStore, writer: StateStore) -> None:
+    """Inside `reading()`, `reader` sees one committed ledger while `writer` (another
+    connection) commits; after it, the change and a new ledger stamp."""
+    writer.record_event(event("build", None))
+    stamp = reader.ledger_stamp()
+    with reader.reading():
+        assert len(reader.recent_events()) == 1
+        writer.record_event(event("pause", None))  # committed by another connection
+        assert len(reader.recent_events()) == 1
+    assert len(reader.recent_events()) == 2
+    assert reader.ledger_stamp() != stamp

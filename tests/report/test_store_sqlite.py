@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.store_contract import ReportStoreContract, event
+from tests.report.store_contract import ReportStoreContract, assert_one_snapshot
 from tidegate.state.base import StateStore
 from tidegate.state.sqlite import SQLiteStateStore
 
@@ -26,14 +26,7 @@ def test_reading_sees_one_snapshot_while_another_process_writes(tmp_path: Path) 
     path = tmp_path / "state.db"
     reader, writer = SQLiteStateStore(path), SQLiteStateStore(path)
     try:
-        writer.record_event(event("build", None))
-        stamp = reader.ledger_stamp()
-        with reader.reading():
-            assert len(reader.recent_events()) == 1
-            writer.record_event(event("pause", None))  # committed by another connection
-            assert len(reader.recent_events()) == 1
-        assert len(reader.recent_events()) == 2
-        assert reader.ledger_stamp() != stamp
+        assert_one_snapshot(reader, writer)
     finally:
         reader.close()
         writer.close()

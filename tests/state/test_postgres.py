@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from tests.faults.ledger import wait_until
-from tests.report.store_contract import ReportStoreContract, event
+from tests.report.store_contract import ReportStoreContract, assert_one_snapshot
 from tests.state.contract import (
     AT,
     LATER,
@@ -330,14 +330,7 @@ def test_a_publish_waits_for_a_taint_and_inherits_its_marks(schema: str) -> None
 def test_reading_sees_one_snapshot_while_another_process_writes(schema: str) -> None:
     reader, writer = open_store(schema), open_store(schema)
     try:
-        writer.record_event(event("build", None))
-        stamp = reader.ledger_stamp()
-        with reader.reading():
-            assert len(reader.recent_events()) == 1
-            writer.record_event(event("pause", None))  # committed by another connection
-            assert len(reader.recent_events()) == 1
-        assert len(reader.recent_events()) == 2
-        assert reader.ledger_stamp() != stamp
+        assert_one_snapshot(reader, writer)
     finally:
         reader.close()
         writer.close()

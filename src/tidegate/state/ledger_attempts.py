@@ -6,7 +6,7 @@ replaces the first."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tidegate.domain.attempt import AttemptState, IllegalTransition, predecessors
 from tidegate.domain.checks import CheckResult
@@ -34,10 +34,11 @@ class AttemptTables(TaintTables):
     RECORD_RECONCILIATION: ClassVar[str]
     RECORD_INPUT: ClassVar[str]
 
-    def _move_attempt(self, con: Any, params: tuple[Any, ...], allowed: list[str]) -> int:
-        """Compare-and-set one attempt's state (params: state, ended_at, rows, checksum, error,
-        attempt_id) where its state is one of `allowed`; how many rows it moved."""
-        raise NotImplementedError
+    if TYPE_CHECKING:  # each store's own compare-and-set (sqlite_attempts, postgres_attempts)
+
+        def _move_attempt(self, con: Any, params: tuple[Any, ...], allowed: list[str]) -> int:
+            """Compare-and-set one attempt's state (params: state, ended_at, rows, checksum,
+            error, attempt_id) where its state is one of `allowed`; how many rows it moved."""
 
     def create_attempt(self, attempt: Attempt) -> None:
         self.create_attempts([attempt])
