@@ -70,6 +70,11 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
 )
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @click.option("--force", is_flag=True, help="Backfill a paused model anyway.")
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Queue the batches for `tidegate worker` processes and watch them.",
+)
 @common
 def start(
     ctx: Any,
@@ -85,6 +90,7 @@ def start(
     plan_file: Path | None,
     wait: bool,
     force: bool,
+    distributed: bool,
 ) -> None:
     """Backfill MODEL over --partitions."""
     from tidegate.domain.errors import UsageError
@@ -112,6 +118,17 @@ def start(
     request = replace(request, force_paused=force)
     if dry_run:
         _dry_run(ctx, as_json, request)
+        return
+    if distributed:
+        from tidegate.domain.clock import SystemTimer
+        from tidegate.ops import distributed as queue
+
+        run_batches(
+            as_json,
+            lambda flag, progress: queue.start(
+                ctx, request, flag, progress.outcome, progress.start, SystemTimer()
+            ),
+        )
         return
     run_batches(
         as_json,
@@ -234,6 +251,18 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
     """Continue a stopped or failed backfill from its checkpoints, with its recorded plan."""
     from tidegate.ops import backfill as op
 
+    run = op.run_of(ctx, run_id)
+    if run.distributed:
+        from tidegate.domain.clock import SystemTimer
+        from tidegate.ops import distributed as queue
+
+        run_batches(
+            as_json,
+            lambda flag, progress: queue.resume(
+                ctx, run, flag, progress.outcome, progress.start, SystemTimer()
+            ),
+        )
+        return
     run_batches(
         as_json,
         lambda flag, progress: op.resume(ctx, run_id, flag, progress.outcome, progress.start),

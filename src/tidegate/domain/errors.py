@@ -55,3 +55,8 @@ class StoppedError(TidegateError):
 
 class EngineError(OperationFailed):
     """The warehouse engine reported an error while running a model or a check."""
+
+
+class FencedError(EngineError):
+    """A publish carried a lease's fencing token older than the batch's fence: another worker
+    holds the batch now, and nothing was published."""

@@ -36,6 +36,16 @@ class CommitMarker:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """A distributed batch's fencing token (SPEC §7): each new lease of the batch raises its
+    fence, and a publish carrying an older token is refused by the warehouse itself — a worker
+    that slept past its lease can never publish."""
+
+    key: str
+    token: int
+
+
+@dataclass(frozen=True)
 class PartitionProfile:
     """What one pass over a partition's rows measured."""
 
@@ -237,6 +247,7 @@ class Engine(Protocol):
         staging: str,
         bounds: Mapping[str, Any],
         markers: Sequence[CommitMarker],
+        fence: Fence | None = None,
     ) -> dict[int, Checksum]:
         """Write the staging rows into the partitions in the $start/$end (or $key) window as
         the target's write mode says, and insert one marker per partition, atomically:
@@ -256,8 +267,13 @@ class Engine(Protocol):
         Transactional: either the data and every marker commit, or nothing does and the
         previous data stays untouched. Creates the table or adds new nullable columns (additive
         changes) in the same transaction. Drops the staging table afterwards. Raises EngineError
-        when a marker's attempt already published (one marker per attempt).
+        when a marker's attempt already published (one marker per attempt), and, with a `fence`,
+        when the batch's fence has been raised past its token (FencedError).
         """
+
+    def raise_fence(self, fence: Fence) -> None:
+        """Raise a batch's fence to `fence.token` (when lower) and commit: from then on a publish
+        carrying an older token fails. Waits for a publish of the batch in flight."""
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         """Commit markers of the given attempts that exist. Read-only."""

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from tidegate.domain.errors import EngineError
+from tidegate.engines.base import Target
 from tidegate.engines.sql_engine import SqlEngine
 from tidegate.sql import statements as sql
 
@@ -25,7 +26,7 @@ class DuckDBPublish(SqlEngine):
             self._run(sql.create_schema(schema))
 
     @contextlib.contextmanager
-    def _publish_transaction(self, staging: str) -> Iterator[None]:
+    def _transaction(self) -> Iterator[None]:
         self._run("BEGIN TRANSACTION")
         try:
             yield
@@ -35,6 +36,12 @@ class DuckDBPublish(SqlEngine):
             with contextlib.suppress(duckdb.Error):
                 self._con.execute("ROLLBACK")
             raise
+
+    def _publish_transaction(self, staging: str) -> contextlib.AbstractContextManager[None]:
+        return self._transaction()
+
+    def _hold_target(self, target: Target) -> None:
+        """Nothing: the one writing process holds the whole file."""
 
     def _after_publish(self, staging: str) -> None:
         # One transaction writes one database: the in-memory staging table goes after the

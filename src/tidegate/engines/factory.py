@@ -12,10 +12,21 @@ from tidegate.project.loader import Project
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
 
 
-def open_engine(project: Project, wait: bool, read_only: bool = False) -> Engine:
-    """Open the warehouse (for writing unless `read_only`); raises BusyError when another
-    writer holds it, UsageError when it cannot be reached."""
+SHARED_HINT = (
+    "distributed runs need a warehouse that several processes write: "
+    '[warehouse] engine = "postgres" (the embedded DuckDB file has one writer)'
+)
+
+
+def open_engine(
+    project: Project, wait: bool, read_only: bool = False, lease_seconds: float | None = None
+) -> Engine:
+    """Open the warehouse (for writing unless `read_only`; with `lease_seconds`, shared with the
+    other workers of distributed runs); raises BusyError when another writer holds it,
+    UsageError when it cannot be reached or cannot be shared."""
     settings = project.settings.warehouse
+    if lease_seconds is not None and not shares_writes(project):
+        raise UsageError(SHARED_HINT)
     if settings.engine == "postgres":
         try:
             from tidegate.engines.postgres import PostgresEngine
@@ -27,10 +38,21 @@ def open_engine(project: Project, wait: bool, read_only: bool = False) -> Engine
         if settings.dsn is None:  # the configuration refuses it; for the type checker
             raise UsageError('warehouse: engine = "postgres" needs dsn')
         warehouse = warehouse_of(settings.dsn, settings.db_schema, settings.password_env)
-        return PostgresEngine(warehouse, wait=wait, on_wait=_tell, read_only=read_only)
+        return PostgresEngine(
+            warehouse,
+            wait=wait,
+            on_wait=tell,
+            read_only=read_only,
+            lease_seconds=lease_seconds,
+        )
     from tidegate.engines.duckdb import DuckDBEngine
 
-    return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=_tell, read_only=read_only)
+    return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only)
+
+
+def shares_writes(project: Project) -> bool:
+    """Whether several processes may write the project's warehouse at once (distributed runs)."""
+    return project.settings.warehouse.engine != "duckdb"
 
 
 def warehouse_problems(project: Project) -> list[str]:
@@ -46,5 +68,6 @@ def warehouse_problems(project: Project) -> list[str]:
     return []
 
 
-def _tell(message: str) -> None:
+def tell(message: str) -> None:
+    """A note for the user on stderr (waiting for a lock), never on stdout: --json stays clean."""
     print(message, file=sys.stderr, flush=True)

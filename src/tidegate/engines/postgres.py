@@ -4,7 +4,9 @@ Models are written in the project dialect (DuckDB's) and transpiled with sqlglot
 bounds are bound by psycopg. Staged rows live in UNLOGGED tables of `_tidegate_staging`, which no
 reader of published tables looks at; a crash may leave them, and the next writer drops them.
 One writing process per warehouse database: a writer holds a session-level advisory lock for its
-whole life, like DuckDB's lock on its file.
+whole life, like DuckDB's lock on its file. The workers of a distributed run hold it shared: they
+write together (each batch fenced by its lease, each table's publishes one at a time), and no
+single writer runs beside them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import psycopg
 
 from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.model import Column
-from tidegate.engines.base import Capabilities
+from tidegate.engines.base import Capabilities, Target
 from tidegate.engines.postgres_connection import (
     Warehouse,
     connect,
@@ -52,13 +54,19 @@ class PostgresEngine(PostgresPublish):
         wait_timeout: float | None = None,
         on_wait: Callable[[str], None] | None = None,
         read_only: bool = False,
+        lease_seconds: float | None = None,
     ) -> None:
+        """A writer, or with `lease_seconds` a worker of distributed runs: it shares the
+        warehouse with other workers, and its transactions end when idle for a lease."""
         self.warehouse = warehouse
         self._read_only = read_only
-        self._con = connect(warehouse, read_only)
+        self._lease_seconds = lease_seconds
+        self._con = connect(warehouse, read_only, lease_seconds)
         if not read_only:
             try:
-                hold_writer_lock(self._con, warehouse, wait, wait_timeout, on_wait)
+                hold_writer_lock(
+                    self._con, warehouse, wait, wait_timeout, on_wait, lease_seconds is not None
+                )
             except BaseException:
                 self._con.close()
                 raise
@@ -104,8 +112,10 @@ class PostgresEngine(PostgresPublish):
         for schema in (sql.META_SCHEMA, pg.STAGING_SCHEMA):
             self._ensure_schema(schema)
         self._run(sql.markers_ddl(POSTGRES))
-        # staging tables left by a crashed writer: this writer holds the lock, nobody uses them
-        self.drop_staging()
+        if self._lease_seconds is None:
+            # staging tables left by a crashed writer: this writer holds the lock, nobody uses
+            # them (workers sharing the warehouse leave each other's alone)
+            self.drop_staging()
 
     def _ensure_schema(self, schema: str) -> None:
         # created only when missing: CREATE SCHEMA needs a privilege on the database that using
@@ -149,10 +159,16 @@ class PostgresEngine(PostgresPublish):
         twin = PostgresEngine.__new__(PostgresEngine)
         twin.warehouse = self.warehouse
         twin._read_only = self._read_only
-        twin._con = connect(self.warehouse, self._read_only)
+        twin._lease_seconds = self._lease_seconds
+        twin._con = connect(self.warehouse, self._read_only, self._lease_seconds)
         twin._interrupted = False
         twin._new_caches()
         return twin
+
+    def _hold_target(self, target: Target) -> None:
+        if self._lease_seconds is not None:
+            self._published_columns.clear()  # another worker may have evolved the table
+            self._run(pg.hold_table(), [f"{target.schema or self.warehouse.schema}.{target.name}"])
 
     def staging_tables(self) -> list[str]:
         rows = self._run(pg.tables_in_schema(), [pg.STAGING_SCHEMA]).fetchall()

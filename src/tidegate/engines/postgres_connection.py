@@ -50,10 +50,14 @@ def warehouse_of(dsn: str, schema: str, password_env: str | None) -> Warehouse:
     return Warehouse(dsn, schema, password)
 
 
-def connect(warehouse: Warehouse, read_only: bool) -> psycopg.Connection[tuple[object, ...]]:
+def connect(
+    warehouse: Warehouse, read_only: bool, idle_seconds: float | None = None
+) -> psycopg.Connection[tuple[object, ...]]:
     """A session on the warehouse: autocommit (publishes open their own transaction), UTC,
-    unqualified names in the warehouse's schema, read-only when asked. Raises UsageError (one
-    line, no secret) when the server cannot be reached or refuses the session."""
+    unqualified names in the warehouse's schema, read-only when asked; with `idle_seconds`, a
+    transaction left idle that long is ended by the server (a worker stopped mid-publish must
+    not hold its locks past its lease). Raises UsageError (one line, no secret) when the server
+    cannot be reached or refuses the session."""
     options: dict[str, object] = {
         "autocommit": True,
         # statements are cached by text in the engine; server-side prepared statements would
@@ -78,6 +82,9 @@ def connect(warehouse: Warehouse, read_only: bool) -> psycopg.Connection[tuple[o
         con.execute(setting, ["search_path", pg.search_path(warehouse.schema)])
         if read_only:
             con.execute(setting, ["default_transaction_read_only", "on"])
+        if idle_seconds is not None:
+            timeout = f"{max(1, round(idle_seconds * 1000))}ms"
+            con.execute(setting, ["idle_in_transaction_session_timeout", timeout])
     except psycopg.Error as error:
         con.close()
         raise UsageError(f"warehouse {warehouse.label}: {_first_line(error)}") from None
@@ -90,13 +97,15 @@ def hold_writer_lock(
     wait: bool,
     wait_timeout: float | None,
     on_wait: Callable[[str], None] | None,
+    shared: bool = False,
 ) -> None:
     """Take the warehouse's writer lock for this session's life (a session-level advisory lock:
-    released when the session ends, a crash included). Raises BusyError when another writer
-    holds it, at once or, with `wait`, after `wait_timeout` seconds (None: never)."""
+    released when the session ends, a crash included), or its shared form for a worker of a
+    distributed run. Raises BusyError when another writer holds it (for a shared lock: a single
+    writer), at once or, with `wait`, after `wait_timeout` seconds (None: never)."""
     deadline = None if wait_timeout is None else time.monotonic() + wait_timeout
     announced = False
-    statement = pg.try_writer_lock()
+    statement = pg.try_writer_lock(shared)
     while True:
         try:
             row = con.execute(statement, []).fetchone()

@@ -33,14 +33,19 @@ class PostgresPublish(SqlEngine):
         self._ensure_schema(schema or self.warehouse.schema)
 
     @contextlib.contextmanager
-    def _publish_transaction(self, staging: str) -> Iterator[None]:
+    def _transaction(self) -> Iterator[None]:
         try:
             with self._con.transaction():
                 yield
-                self._run(self._drop_statement(staging))
         except psycopg.Error as error:
             # the commit itself failed (the statements raise EngineError): nothing was written
             raise EngineError(f"postgres: {str(error).strip().splitlines()[0]}") from error
+
+    @contextlib.contextmanager
+    def _publish_transaction(self, staging: str) -> Iterator[None]:
+        with self._transaction():
+            yield
+            self._run(self._drop_statement(staging))
 
     def _after_publish(self, staging: str) -> None:
         """Nothing: the staging table went inside the publish's transaction."""

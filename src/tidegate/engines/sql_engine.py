@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 from sqlglot import exp
 
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.model import CheckSpec, Column, WriteMode
 from tidegate.engines.base import (
     CommitMarker,
+    Fence,
     KeyDifference,
     PartitionProfile,
     PartitionSummary,
@@ -82,8 +83,17 @@ class SqlEngine(ABC):
         """The schema a new published table goes in exists."""
 
     @abstractmethod
+    def _transaction(self) -> AbstractContextManager[None]:
+        """One transaction: its statements commit together or not at all."""
+
+    @abstractmethod
     def _publish_transaction(self, staging: str) -> AbstractContextManager[None]:
         """One transaction around a publish's writes and markers."""
+
+    @abstractmethod
+    def _hold_target(self, target: Target) -> None:
+        """In a publish's transaction, before it reads the target's columns: writers that share
+        the warehouse publish into one table one at a time."""
 
     @abstractmethod
     def _after_publish(self, staging: str) -> None:
@@ -364,16 +374,21 @@ class SqlEngine(ABC):
         staging: str,
         bounds: Mapping[str, Any],
         markers: Sequence[CommitMarker],
+        fence: Fence | None = None,
     ) -> dict[int, Checksum]:
         where = (target.schema, target.name)
-        # One writer holds the warehouse, so the columns it last saw or wrote are still there.
-        existing = self._published_columns.get(where) or self.table_columns(
-            target.name, target.schema
-        )
         writes = self._writes(target, staging)
         marker_insert = self._statement(("markers",), self._insert_markers)
         content: dict[int, Checksum] = {}
         with self._publish_transaction(staging):
+            if fence is not None:
+                self._hold_fence(fence)
+            self._hold_target(target)
+            # One writer holds the warehouse, so the columns it last saw or wrote are still
+            # there; writers sharing it read them under the target's lock.
+            existing = self._published_columns.get(where) or self.table_columns(
+                target.name, target.schema
+            )
             self._evolve(target, existing)
             if target.write_mode is WriteMode.APPEND and not target.unique_key:
                 self._refuse_republish(markers)
@@ -397,6 +412,22 @@ class SqlEngine(ABC):
         )
         self._after_publish(staging)
         return content
+
+    def raise_fence(self, fence: Fence) -> None:
+        values = {"fence_key": fence.key, "token": fence.token}
+        self._run(sql.fences_ddl(self.flavor))
+        with self._transaction():
+            for statement in (sql.add_fence(self.flavor), sql.raise_fence(self.flavor)):
+                self._run(statement, self._bind(values, statement))
+
+    def _hold_fence(self, fence: Fence) -> None:
+        statement = self._statement(("hold fence",), lambda: sql.hold_fence(self.flavor))
+        values = {"fence_key": fence.key, "token": fence.token}
+        if self._run(statement, self._bind(values, statement)).fetchone() is None:
+            raise FencedError(
+                f"fenced: a newer lease of this batch holds it (token {fence.token} is stale); "
+                "nothing was published"
+            )
 
     def _evolve(self, target: Target, existing: list[Column] | None) -> None:
         """Create the published table, or add the target's new columns (nullable)."""

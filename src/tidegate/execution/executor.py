@@ -23,7 +23,7 @@ from tidegate.domain.model import ModelSpec, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
 from tidegate.domain.taint import TaintPolicy
-from tidegate.engines.base import CommitMarker, Engine, Target
+from tidegate.engines.base import CommitMarker, Engine, Fence, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.unit import Computed, ReadFrom, Unit, compute
@@ -56,6 +56,9 @@ class Options:
     # publish each partition whole, replacing its rows, whatever the model's write mode: a
     # recovery rebuilds what was contaminated (a merge or an append would keep the bad rows)
     rebuild: bool = False
+    # a distributed batch's lease: the warehouse refuses its publishes once a newer lease of
+    # the batch raised the fence
+    fence: Fence | None = None
 
 
 @dataclass
@@ -79,6 +82,8 @@ class Executor:
     upstream_spec: Callable[[str], ModelSpec]
     # a partition whose upstream input is tainted: skipped, or published tainted too
     taint_policy: TaintPolicy = TaintPolicy.BLOCK
+    # prefixes this process's staging tables: workers sharing a warehouse stage side by side
+    staging_prefix: str = ""
 
     def execute(
         self,
@@ -247,7 +252,14 @@ class Executor:
             read_from = self._read_from(version)
             computed = [
                 self._audited(
-                    compute(engine, version, unit, read_from, self._staged, _staging(spec, slot, n))
+                    compute(
+                        engine,
+                        version,
+                        unit,
+                        read_from,
+                        self._staged,
+                        self.staging_prefix + _staging(spec, slot, n),
+                    )
                 )
                 for n, unit in enumerate(units)
             ]
@@ -464,7 +476,9 @@ class Executor:
             grain=None if spec.keys else spec.grain.value,
         )
         try:
-            measured = self.engine.publish(target, computed.staging, unit.bounds(spec), markers)
+            measured = self.engine.publish(
+                target, computed.staging, unit.bounds(spec), markers, options.fence
+            )
         except EngineError as error:
             self.engine.drop_staging(computed.staging)
             reasons = {p.start: str(error) for p in unit.partitions}

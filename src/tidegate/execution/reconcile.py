@@ -6,11 +6,13 @@ pending: not the whole history.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, stamp
+from tidegate.domain.run import Attempt
 from tidegate.engines.base import Engine
 from tidegate.state.base import StateStore
 
@@ -29,30 +31,42 @@ class Reconciliation:
 
 
 def reconcile(engine: Engine, state: StateStore, clock: Clock) -> Reconciliation:
-    live = state.live_attempts()
+    published, failed = settle_left(engine, state, clock, state.live_attempts())
+    interrupted = []
+    for run in state.live_runs():
+        state.finish_run(run.run_id, RunStatus.INTERRUPTED, "the process stopped", stamp(clock))
+        interrupted.append(run.run_id)
+    return Reconciliation(
+        tuple(a.attempt_id for a in published),
+        tuple(a.attempt_id for a in failed),
+        tuple(interrupted),
+    )
+
+
+def settle_left(
+    engine: Engine, state: StateStore, clock: Clock, live: Sequence[Attempt]
+) -> tuple[list[Attempt], list[Attempt]]:
+    """End attempts a dead process left: published when the warehouse holds their commit
+    marker, failed otherwise. Returns (published, failed)."""
     markers = engine.markers([a.attempt_id for a in live]) if live else {}
-    published: list[str] = []
-    failed: list[str] = []
+    published: list[Attempt] = []
+    failed: list[Attempt] = []
     for attempt in live:
         marker = markers.get(attempt.attempt_id)
         if marker is not None:
             # The publish committed in the warehouse; the ledger only missed the outcome. A
             # merge or append marker carries what the partition held after it, not what the
             # attempt staged: the ledger takes the marker's.
+            content = Checksum.parse(marker.checksum)
             if marker.checksum != attempt.checksum and attempt.state is AttemptState.AUDITED:
-                content = Checksum.parse(marker.checksum)
                 state.record_published_content(
                     {attempt.attempt_id: (content.rows, marker.checksum)}
                 )
             state.publish(attempt.attempt_id, marker.published_at)
-            published.append(attempt.attempt_id)
+            published.append(replace(attempt, rows=content.rows, checksum=marker.checksum))
         else:
             state.move_attempt(
                 attempt.attempt_id, AttemptState.FAILED, stamp(clock), error=INTERRUPTED
             )
-            failed.append(attempt.attempt_id)
-    interrupted = []
-    for run in state.live_runs():
-        state.finish_run(run.run_id, RunStatus.INTERRUPTED, "the process stopped", stamp(clock))
-        interrupted.append(run.run_id)
-    return Reconciliation(tuple(published), tuple(failed), tuple(interrupted))
+            failed.append(attempt)
+    return published, failed

@@ -122,16 +122,9 @@ def start(
     timer: Timer | None = None,
 ) -> Result:
     plan = make_plan(ctx, request)
-    if plan.partitions == 0:
-        raise UsageError(
-            f"nothing to backfill: every partition in {request.partitions} is "
-            "already published by the active version"
-        )
+    refuse_empty(plan, request)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
         run_id = new_run_id()
-        plan_hash = (
-            hashlib.sha256(request.plan_text.encode()).hexdigest() if request.plan_text else None
-        )
         ctx.state.create_run(
             Run(
                 run_id=run_id,
@@ -144,7 +137,7 @@ def start(
                 params={"plan_file": request.plan_file, "plan_text": request.plan_text},
                 pid=os.getpid(),
                 plan=plan.to_json(),
-                plan_hash=plan_hash,
+                plan_hash=plan_hash(request),
             )
         )
         announce_start(ctx, run_id, [plan.model])
@@ -160,6 +153,19 @@ def start(
             timer,
             request.force_paused,
         )
+
+
+def refuse_empty(plan: BackfillPlan, request: Request) -> None:
+    if plan.partitions == 0:
+        raise UsageError(
+            f"nothing to backfill: every partition in {request.partitions} is "
+            "already published by the active version"
+        )
+
+
+def plan_hash(request: Request) -> str | None:
+    """The hash of the reviewed plan file a run was started from, stored with it."""
+    return hashlib.sha256(request.plan_text.encode()).hexdigest() if request.plan_text else None
 
 
 def resume(
@@ -294,6 +300,10 @@ def stop(ctx: Context, run_id: str, kind: str = KIND) -> Run:
     if run.status is not RunStatus.RUNNING:
         raise UsageError(f"{kind} {run_id} is not running (it is {run.status.value})")
     ctx.state.request_stop(run_id, stamp(ctx.clock))
+    if run.distributed:
+        from tidegate.ops.distributed import close_if_over
+
+        close_if_over(ctx, run_id)  # with no batch in flight, no worker is left to close it
     return run
 
 

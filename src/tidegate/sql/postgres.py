@@ -267,8 +267,21 @@ def search_path(schema: str) -> str:
     return ident(schema).sql(dialect=POSTGRES_DIALECT)
 
 
-def try_writer_lock() -> str:
-    return render(exp.select(_lock_call("pg_try_advisory_lock")))
+def try_writer_lock(shared: bool = False) -> str:
+    """The writer's lock, or its shared form: workers of a distributed run write together, and
+    hold it shared so that no single writer runs beside them."""
+    return render(
+        exp.select(_lock_call("pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"))
+    )
+
+
+def hold_table() -> str:
+    """A transaction-level advisory lock on a published table's name (one positional value):
+    writers that share the warehouse publish into one table one at a time."""
+    hashed = exp.Anonymous(
+        this="hashtextextended", expressions=[exp.Placeholder(), exp.Literal.number(0)]
+    )
+    return render(exp.select(exp.Anonymous(this="pg_advisory_xact_lock", expressions=[hashed])))
 
 
 def release_writer_lock() -> str:

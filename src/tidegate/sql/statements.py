@@ -27,6 +27,8 @@ SHADOW_SCHEMA = "_tidegate_shadow"
 # the process, never written to the warehouse file, gone with the process after a crash.
 STAGING_CATALOG = "_tidegate_staging"
 MARKERS = "commit_markers"
+# a distributed batch's fencing token, raised by each new lease (SPEC §7)
+FENCES = "fences"
 
 
 def ident(name: str) -> exp.Identifier:
@@ -443,6 +445,56 @@ def insert_markers(flavor: Flavor = DUCKDB) -> str:
             ),
         )
     )
+
+
+def fences_ddl(flavor: Flavor = DUCKDB) -> str:
+    fields = [Column("fence_key", "VARCHAR", False), Column("token", "BIGINT", False)]
+    return create_table(table(FENCES, META_SCHEMA), fields, ("fence_key",), flavor)
+
+
+def add_fence(flavor: Flavor = DUCKDB) -> str:
+    """A batch's fence at token 0, unless it has one ($fence_key)."""
+    target = table(FENCES, META_SCHEMA)
+    known = exp.select(exp.Literal.number(1)).from_(target).where(_fence_is_key())
+    return flavor.render(
+        exp.Insert(
+            this=exp.Schema(this=target, expressions=[ident("fence_key"), ident("token")]),
+            expression=exp.select(exp.Placeholder(this="fence_key"), exp.Literal.number(0)).where(
+                exp.Not(this=exp.Exists(this=known))
+            ),
+        )
+    )
+
+
+def raise_fence(flavor: Flavor = DUCKDB) -> str:
+    """A batch's fence up to $token, if lower: publishes carrying a lower token fail from then."""
+    return flavor.render(
+        exp.update(
+            table(FENCES, META_SCHEMA),
+            {"token": exp.Placeholder(this="token")},
+            where=exp.and_(_fence_is_key(), exp.LT(this=column("token"), expression=_token())),
+        )
+    )
+
+
+def hold_fence(flavor: Flavor = DUCKDB) -> str:
+    """One row when a batch's fence is still at $token, locking it for the transaction (a newer
+    lease raising the fence waits for the publish that holds it)."""
+    update = exp.update(
+        table(FENCES, META_SCHEMA),
+        {"token": column("token")},
+        where=exp.and_(_fence_is_key(), exp.EQ(this=column("token"), expression=_token())),
+    )
+    update.set("returning", exp.Returning(expressions=[column("token")]))
+    return flavor.render(update)
+
+
+def _fence_is_key() -> exp.Expr:
+    return exp.EQ(this=column("fence_key"), expression=exp.Placeholder(this="fence_key"))
+
+
+def _token() -> exp.Expr:
+    return exp.Placeholder(this="token")
 
 
 def select_markers(count: int, flavor: Flavor = DUCKDB) -> str:

@@ -6,7 +6,7 @@ before and outcome after, and is reconciled from the markers after a crash.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,6 +15,7 @@ from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.gate import Gate
 from tidegate.domain.model import Version
+from tidegate.domain.queue import BatchTally, Lease, RunTally
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
 from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition
@@ -131,6 +132,58 @@ class StateStore(Protocol):
     def last_run(self, model: str) -> Run | None:
         """The newest run that made an attempt at `model`."""
 
+    # distributed runs: batches queued for workers, leases (ledger_queue.py) -----------------
+    def create_distributed_run(
+        self,
+        run: Run,
+        max_concurrency: int,
+        rate_per_minute: int | None,
+        selection: Sequence[tuple[int, int]],
+        batches: Iterable[tuple[int, int, int]],
+    ) -> None:
+        """Record a distributed run and queue its batches (index, start, end) in one
+        transaction; raises HeldError when a live distributed run of the model holds one of
+        the partitions in `selection` in a batch not yet done."""
+
+    def reopen_distributed_run(
+        self, run_id: str, pid: int, selection: Sequence[tuple[int, int]]
+    ) -> None:
+        """Queue the batches of a distributed run that are not done again and mark it running
+        (for `resume`); raises HeldError like create_distributed_run."""
+
+    def claim_batch(self, worker: str, lease_ms: int) -> Lease | None:
+        """Lease the next batch a worker may start within its run's throttle (concurrency and
+        rate over every worker), raising the batch's fencing token; None when none may."""
+
+    def renew_lease(self, lease: Lease, lease_ms: int) -> bool:
+        """Extend a lease from the ledger's now; False when it is no longer the batch's."""
+
+    def settle_batch(self, lease: Lease, tally: BatchTally) -> bool:
+        """Mark a leased batch done with what it did; False when the lease's token is stale."""
+
+    def release_batch(self, lease: Lease) -> bool:
+        """Give a leased batch back to the queue untouched."""
+
+    def halt_run(self, run_id: str, halt: str) -> None:
+        """Record the first stop-loss that fired on a worker (no batch starts after it)."""
+
+    def run_halt(self, run_id: str) -> str | None: ...
+
+    def run_tally(self, run_id: str) -> RunTally:
+        """A distributed run's batches summed, and how many are queued or in flight."""
+
+    def close_distributed_run(
+        self, run_id: str, status: str, reason: str | None, at: str, trigger: str | None
+    ) -> bool:
+        """End a live distributed run when no batch is in flight; True for the one caller
+        that ended it."""
+
+    def live_attempts_of_batch(self, run_id: str, batch: int) -> list[Attempt]:
+        """Attempts of a batch that a previous lease holder left unfinished."""
+
+    def batch_claims(self, run_id: str) -> list[tuple[int, int, str, int]]:
+        """(batch, token, worker, claimed at in the ledger's epoch ms) of every claim."""
+
     def create_attempt(self, attempt: Attempt) -> None:
         """Record the intent to write a partition (state pending)."""
 
@@ -193,6 +246,10 @@ class StateStore(Protocol):
         """Attempts not in a terminal state: after a crash, those left pending."""
 
     def attempts_of_run(self, run_id: str) -> list[Attempt]: ...
+
+    def ended_attempts(self, run_id: str, since: str | None) -> list[Attempt]:
+        """Attempts of a run that ended at or after `since` (None: every one that ended), in
+        the order they ended."""
 
     def checks(self, attempt_id: str) -> list[CheckResult]: ...
 

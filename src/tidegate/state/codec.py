@@ -118,7 +118,7 @@ def version_from_row(row: Any) -> Version:
 
 def run_params(run: Run) -> tuple[Any, ...]:
     """runs: run_id, kind, models, partitions, params, requester, status, reason, pid,
-    started_at, ended_at, plan, plan_hash."""
+    started_at, ended_at, plan, plan_hash, distributed."""
     return (
         run.run_id,
         run.kind,
@@ -133,6 +133,7 @@ def run_params(run: Run) -> tuple[Any, ...]:
         run.ended_at,
         run.plan,
         run.plan_hash,
+        int(run.distributed),
     )
 
 
@@ -153,6 +154,7 @@ def run_from_row(row: Any) -> Run:
         plan_hash=row["plan_hash"],
         trigger=row["trigger"],
         stop_requested_at=row["stop_requested_at"],
+        distributed=bool(row["distributed"]),
     )
 
 

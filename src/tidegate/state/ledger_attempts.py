@@ -180,6 +180,16 @@ class AttemptTables(TaintTables):
         )
         return [attempt_from_row(r) for r in rows]
 
+    def ended_attempts(self, run_id: str, since: str | None) -> list[Attempt]:
+        """Attempts of a run that ended at or after `since` (all that ended: None), by end."""
+        rows = self._all(
+            "SELECT * FROM attempts WHERE run_id = :run AND ended_at IS NOT NULL "
+            "AND (CAST(:since AS TEXT) IS NULL OR ended_at >= :since) "
+            "ORDER BY ended_at, attempt_id",
+            {"run": run_id, "since": since},
+        )
+        return [attempt_from_row(r) for r in rows]
+
     def checks(self, attempt_id: str) -> list[CheckResult]:
         rows = self._all(
             "SELECT * FROM check_results WHERE attempt_id = ? ORDER BY rowid", (attempt_id,)

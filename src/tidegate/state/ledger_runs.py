@@ -14,8 +14,8 @@ class RunTables(LedgerTables):
         with self._tx() as con:
             con.execute(
                 "INSERT INTO runs (run_id, kind, models, partitions, params, requester, status, "
-                "reason, pid, started_at, ended_at, plan, plan_hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "reason, pid, started_at, ended_at, plan, plan_hash, distributed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 run_params(run),
             )
 

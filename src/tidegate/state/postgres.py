@@ -18,6 +18,7 @@ from tidegate.state.postgres_migrate import migrate
 from tidegate.state.postgres_outbox import OutboxTables
 from tidegate.state.postgres_partitions import PartitionTables
 from tidegate.state.postgres_pool import Connections
+from tidegate.state.postgres_queue import QueueTables
 from tidegate.state.postgres_report import ReportTables
 from tidegate.state.postgres_tables import PostgresTables
 
@@ -28,6 +29,7 @@ class PostgresStateStore(
     AttemptTables,
     PartitionTables,
     OutboxTables,
+    QueueTables,
     ReportTables,
     PostgresTables,
 ):

@@ -13,6 +13,7 @@ from tidegate.state.ledger_runs import RunTables
 from tidegate.state.sqlite_attempts import AttemptTables
 from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
+from tidegate.state.sqlite_queue import QueueTables
 from tidegate.state.sqlite_report import ReportTables
 from tidegate.state.sqlite_tables import SQLiteTables
 
@@ -28,7 +29,14 @@ SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
 class SQLiteStateStore(
-    GateTables, RunTables, AttemptTables, PartitionTables, OutboxTables, ReportTables, SQLiteTables
+    GateTables,
+    RunTables,
+    AttemptTables,
+    PartitionTables,
+    OutboxTables,
+    QueueTables,
+    ReportTables,
+    SQLiteTables,
 ):
     """The embedded ledger, one SQLite file in WAL mode."""
 

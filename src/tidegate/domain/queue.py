@@ -1,0 +1,87 @@
+"""Distributed backfills (SPEC §7): a run's batches queued in the shared ledger and claimed by
+`tidegate worker` processes through leases. Pure rules: what a lease is, what a run's batches
+add up to, and when a run is over.
+
+A lease expires by the ledger database's clock, never a worker's. Every claim raises the batch's
+fencing token; the warehouse refuses a publish carrying an older one, and the ledger refuses to
+settle the batch with it, so a worker that slept past its lease can neither publish nor
+checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidegate.domain.backfill import Progress
+
+# a lease lives this long unless its worker renews it (by heartbeat, every third of it)
+DEFAULT_LEASE_SECONDS = 30.0
+
+
+class HeldError(Exception):
+    """Partitions of a new distributed run are held by another live one."""
+
+    def __init__(self, run_id: str, start: int, end: int) -> None:
+        super().__init__(run_id, start, end)
+        self.run_id = run_id
+        self.start = start
+        self.end = end
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's claim on one batch of a run until `expires_ms` (the ledger's clock), with the
+    batch's fencing token."""
+
+    run_id: str
+    batch: int
+    model: str
+    start: int
+    end: int
+    token: int
+    worker: str
+    expires_ms: int
+
+    @property
+    def fence_key(self) -> str:
+        return f"{self.run_id}/{self.batch}"
+
+
+@dataclass(frozen=True)
+class BatchTally:
+    """What one batch did, as its worker settles it."""
+
+    published: int = 0
+    failed: int = 0
+    skipped: int = 0
+    rows: int = 0
+    source_rows: int = 0
+    check_failures: int = 0
+    mismatches: int = 0
+
+
+@dataclass(frozen=True)
+class RunTally:
+    """A distributed run's batches summed: what they did, and where they are."""
+
+    done: BatchTally
+    queued: int  # waiting for a worker, or held by a lease that expired
+    in_flight: int  # held by a live lease
+
+    def progress(self, elapsed_seconds: float) -> Progress:
+        """The run's progress as the stop-loss judges it (the same rules as on one machine)."""
+        return Progress(
+            done=self.done.published + self.done.failed,
+            failed=self.done.failed,
+            check_failures=self.done.check_failures,
+            reconciliation_mismatches=self.done.mismatches,
+            source_rows=self.done.source_rows,
+            elapsed_seconds=elapsed_seconds,
+        )
+
+    def over(self, halted: bool) -> bool:
+        """Whether the run is over: every batch done, or no batch may start any more (a stop
+        or a stop-loss) and none is in flight."""
+        if self.in_flight:
+            return False
+        return halted or not self.queued

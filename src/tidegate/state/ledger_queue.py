@@ -1,0 +1,278 @@
+"""Ledger tables of distributed backfills, shared by both stores: a run's batches queued for
+workers, their leases and fencing tokens, and what each batch did (domain/queue.py).
+
+Lease times come from the ledger database's clock (`NOW_MS`), never a worker's. Each store gives
+that clock, the clause that skips rows another claim has locked, and the lock that makes
+queueing a run and its overlap check one step (sqlite_queue, postgres_queue)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tidegate.domain.queue import BatchTally, HeldError, Lease, RunTally
+from tidegate.domain.run import Attempt, Run
+from tidegate.state.codec import attempt_from_row, run_params
+from tidegate.state.ledger_tables import LedgerTables
+
+INSERT_CHUNK = 10_000
+LIVE_STATES = "('pending', 'running', 'staged', 'audited')"
+
+
+class QueueTables(LedgerTables):
+    # the ledger database's clock in epoch milliseconds, as an SQL expression
+    NOW_MS: ClassVar[str]
+    # appended to a SELECT that claims rows: skip those another transaction holds
+    SKIP_LOCKED: ClassVar[str]
+
+    if TYPE_CHECKING:  # each store's own (sqlite_queue, postgres_queue)
+
+        def _hold_queue(self, con: Any) -> None:
+            """Serialize the transactions that queue runs, for the rest of this one."""
+
+    def create_distributed_run(
+        self,
+        run: Run,
+        max_concurrency: int,
+        rate_per_minute: int | None,
+        selection: Sequence[tuple[int, int]],
+        batches: Iterable[tuple[int, int, int]],
+    ) -> None:
+        """Record a distributed run and queue its batches (index, start, end), in one
+        transaction; raises HeldError when a live distributed run of the model holds a
+        partition of `selection` in a batch not yet done."""
+        model = run.models[0]
+        with self._tx() as con:
+            self._hold_queue(con)
+            _refuse_held(con, model, selection)
+            con.execute(
+                "INSERT INTO runs (run_id, kind, models, partitions, params, requester, status, "
+                "reason, pid, started_at, ended_at, plan, plan_hash, distributed, "
+                "max_concurrency, rate_per_minute) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*run_params(run), max_concurrency, rate_per_minute),
+            )
+            queued = iter(batches)
+            while chunk := list(islice(queued, INSERT_CHUNK)):
+                con.executemany(
+                    "INSERT INTO batches (run_id, batch, model, partition_start, partition_end, "
+                    "state, token, published, failed, skipped, row_count, source_rows, "
+                    "check_failures, mismatches) "
+                    "VALUES (?, ?, ?, ?, ?, 'queued', 0, 0, 0, 0, 0, 0, 0, 0)",
+                    [(run.run_id, index, model, start, end) for index, start, end in chunk],
+                )
+
+    def reopen_distributed_run(
+        self, run_id: str, pid: int, selection: Sequence[tuple[int, int]]
+    ) -> None:
+        """Queue again the batches of a distributed run that are not done, and run it again
+        (its tokens only grow); raises HeldError like create_distributed_run."""
+        with self._tx() as con:
+            self._hold_queue(con)
+            row = con.execute("SELECT models FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            _refuse_held(con, str(json.loads(row["models"])[0]), selection, run_id)
+            con.execute(
+                "UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL, "
+                "trigger = NULL, stop_requested_at = NULL, halt = NULL, pid = ? WHERE run_id = ?",
+                (pid, run_id),
+            )
+            con.execute(
+                "UPDATE batches SET state = 'queued', worker = NULL, lease_expires = NULL "
+                "WHERE run_id = ? AND state <> 'done'",
+                (run_id,),
+            )
+
+    def claim_batch(self, worker: str, lease_ms: int) -> Lease | None:
+        """Lease the next batch a worker may start: of the oldest live distributed run that is
+        neither stopped nor halted, whose batches in flight stay under its concurrency and
+        whose claims in the last minute under its rate; a batch queued, or one whose lease
+        expired. Raises the batch's fencing token. None when nothing may start now."""
+        now_ms = self.NOW_MS
+        with self._tx() as con:
+            now = int(con.execute(f"SELECT {now_ms}").fetchone()[0])
+            candidates = con.execute(
+                "SELECT run_id FROM runs WHERE status = 'running' AND distributed = 1 "
+                "AND stop_requested_at IS NULL AND halt IS NULL ORDER BY run_id"
+            ).fetchall()
+            for (run_id,) in candidates:
+                lease = self._claim_in(con, run_id, worker, now, lease_ms)
+                if lease is not None:
+                    return lease
+        return None
+
+    def _claim_in(
+        self, con: Any, run_id: str, worker: str, now: int, lease_ms: int
+    ) -> Lease | None:
+        # the run's row, locked: claims of one run are judged against its throttle one at a time
+        run = con.execute(
+            "SELECT max_concurrency, rate_per_minute FROM runs WHERE run_id = ? "
+            "AND status = 'running' AND stop_requested_at IS NULL AND halt IS NULL"
+            + self.SKIP_LOCKED,
+            (run_id,),
+        ).fetchone()
+        if run is None:
+            return None
+        limit, rate = run["max_concurrency"], run["rate_per_minute"]
+        in_flight = con.execute(
+            "SELECT count(*) FROM batches WHERE run_id = ? AND state = 'leased' "
+            "AND lease_expires > ?",
+            (run_id, now),
+        ).fetchone()[0]
+        if limit is not None and in_flight >= limit:
+            return None
+        if rate is not None:
+            started = con.execute(
+                "SELECT count(*) FROM batch_claims WHERE run_id = ? AND claimed_at > ?",
+                (run_id, now - 60_000),
+            ).fetchone()[0]
+            if started >= rate:
+                return None
+        pick = con.execute(
+            "SELECT batch, model, partition_start, partition_end, token FROM batches "
+            "WHERE run_id = ? AND (state = 'queued' OR (state = 'leased' AND lease_expires <= ?)) "
+            "ORDER BY batch LIMIT 1" + self.SKIP_LOCKED,
+            (run_id, now),
+        ).fetchone()
+        if pick is None:
+            return None
+        token = int(pick["token"]) + 1
+        con.execute(
+            "UPDATE batches SET state = 'leased', token = ?, worker = ?, lease_expires = ? "
+            "WHERE run_id = ? AND batch = ?",
+            (token, worker, now + lease_ms, run_id, pick["batch"]),
+        )
+        con.execute(
+            "INSERT INTO batch_claims (run_id, batch, token, worker, claimed_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (run_id, pick["batch"], token, worker, now),
+        )
+        return Lease(
+            run_id,
+            int(pick["batch"]),
+            pick["model"],
+            int(pick["partition_start"]),
+            int(pick["partition_end"]),
+            token,
+            worker,
+            now + lease_ms,
+        )
+
+    def renew_lease(self, lease: Lease, lease_ms: int) -> bool:
+        """Extend a lease by `lease_ms` from now; False when its token is no longer the batch's
+        (another worker holds it) or the batch was settled."""
+        with self._tx() as con:
+            moved = con.execute(
+                f"UPDATE batches SET lease_expires = {self.NOW_MS} + ? "
+                "WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased'",
+                (lease_ms, lease.run_id, lease.batch, lease.token),
+            )
+            return bool(moved.rowcount == 1)
+
+    def settle_batch(self, lease: Lease, tally: BatchTally) -> bool:
+        """Mark a leased batch done with what it did; False (nothing written) when the lease's
+        token is stale: a worker that lost its lease cannot checkpoint."""
+        with self._tx() as con:
+            moved = con.execute(
+                "UPDATE batches SET state = 'done', lease_expires = NULL, published = ?, "
+                "failed = ?, skipped = ?, row_count = ?, source_rows = ?, check_failures = ?, "
+                "mismatches = ? WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased'",
+                (
+                    tally.published,
+                    tally.failed,
+                    tally.skipped,
+                    tally.rows,
+                    tally.source_rows,
+                    tally.check_failures,
+                    tally.mismatches,
+                    lease.run_id,
+                    lease.batch,
+                    lease.token,
+                ),
+            )
+            return bool(moved.rowcount == 1)
+
+    def release_batch(self, lease: Lease) -> bool:
+        """Give a leased batch back to the queue untouched (its token stays: the next claim
+        raises it)."""
+        with self._tx() as con:
+            moved = con.execute(
+                "UPDATE batches SET state = 'queued', worker = NULL, lease_expires = NULL "
+                "WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased'",
+                (lease.run_id, lease.batch, lease.token),
+            )
+            return bool(moved.rowcount == 1)
+
+    def halt_run(self, run_id: str, halt: str) -> None:
+        """Record the first stop-loss that fired on any worker: no batch of the run starts
+        after it."""
+        with self._tx() as con:
+            con.execute("UPDATE runs SET halt = coalesce(halt, ?) WHERE run_id = ?", (halt, run_id))
+
+    def run_halt(self, run_id: str) -> str | None:
+        row = self._one("SELECT halt FROM runs WHERE run_id = ?", (run_id,))
+        return None if row is None else row[0]
+
+    def run_tally(self, run_id: str) -> RunTally:
+        row = self._one(
+            "SELECT coalesce(sum(published), 0), coalesce(sum(failed), 0), "
+            "coalesce(sum(skipped), 0), coalesce(sum(row_count), 0), "
+            "coalesce(sum(source_rows), 0), coalesce(sum(check_failures), 0), "
+            "coalesce(sum(mismatches), 0), "
+            "coalesce(sum(CASE WHEN state = 'queued' OR (state = 'leased' AND lease_expires "
+            f"<= {self.NOW_MS}) THEN 1 ELSE 0 END), 0), "
+            "coalesce(sum(CASE WHEN state = 'leased' AND lease_expires "
+            f"> {self.NOW_MS} THEN 1 ELSE 0 END), 0) FROM batches WHERE run_id = ?",
+            (run_id,),
+        )
+        values = [int(v) for v in (row or [0] * 9)]
+        return RunTally(BatchTally(*values[:7]), queued=values[7], in_flight=values[8])
+
+    def close_distributed_run(
+        self, run_id: str, status: str, reason: str | None, at: str, trigger: str | None
+    ) -> bool:
+        """End a live distributed run when no batch of it is in flight (compare-and-set: of
+        the workers that see it over, exactly one closes it)."""
+        with self._tx() as con:
+            moved = con.execute(
+                "UPDATE runs SET status = ?, reason = ?, ended_at = ?, trigger = ? "
+                "WHERE run_id = ? AND status = 'running' AND NOT EXISTS (SELECT 1 FROM batches "
+                f"WHERE run_id = ? AND state = 'leased' AND lease_expires > {self.NOW_MS})",
+                (status, reason, at, trigger, run_id, run_id),
+            )
+            return bool(moved.rowcount == 1)
+
+    def live_attempts_of_batch(self, run_id: str, batch: int) -> list[Attempt]:
+        """The attempts of a batch a previous lease holder left unfinished."""
+        rows = self._all(
+            f"SELECT * FROM attempts WHERE run_id = ? AND batch = ? AND state IN {LIVE_STATES} "
+            "ORDER BY attempt_id",
+            (run_id, batch),
+        )
+        return [attempt_from_row(r) for r in rows]
+
+    def batch_claims(self, run_id: str) -> list[tuple[int, int, str, int]]:
+        """Every claim of the run's batches: (batch, token, worker, claimed at in epoch ms of
+        the ledger's clock), in claim order."""
+        rows = self._all(
+            "SELECT batch, token, worker, claimed_at FROM batch_claims WHERE run_id = ? "
+            "ORDER BY claimed_at, batch, token",
+            (run_id,),
+        )
+        return [(int(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+def _refuse_held(
+    con: Any, model: str, selection: Sequence[tuple[int, int]], run_id: str | None = None
+) -> None:
+    for start, end in selection:
+        held = con.execute(
+            "SELECT b.run_id, b.partition_start, b.partition_end FROM batches AS b "
+            "JOIN runs AS r ON r.run_id = b.run_id WHERE r.status = 'running' "
+            "AND b.model = ? AND b.state <> 'done' AND b.partition_start < ? "
+            "AND b.partition_end > ? AND b.run_id <> ? ORDER BY b.partition_start LIMIT 1",
+            (model, end, start, run_id or ""),
+        ).fetchone()
+        if held is not None:
+            raise HeldError(held[0], int(held[1]), int(held[2]))

@@ -1,0 +1,42 @@
+-- Distributed backfills (SPEC §7): a run's batches queued in the ledger, claimed by workers
+-- through leases. Lease times are the ledger database's own clock in epoch milliseconds, never a
+-- worker's; `token` is the fencing token, raised by every claim.
+ALTER TABLE runs ADD COLUMN distributed INTEGER NOT NULL DEFAULT 0;
+-- a stop-loss that fired on a worker (JSON: name, partition, detail): no batch starts after it
+ALTER TABLE runs ADD COLUMN halt TEXT;
+-- the run's throttle, enforced across all workers when they claim
+ALTER TABLE runs ADD COLUMN max_concurrency INTEGER;
+ALTER TABLE runs ADD COLUMN rate_per_minute INTEGER;
+
+CREATE TABLE batches (
+    run_id          TEXT NOT NULL REFERENCES runs (run_id),
+    batch           INTEGER NOT NULL,
+    model           TEXT NOT NULL,
+    partition_start INTEGER NOT NULL,
+    partition_end   INTEGER NOT NULL,
+    state           TEXT NOT NULL,
+    token           INTEGER NOT NULL,
+    worker          TEXT,
+    lease_expires   INTEGER,
+    published       INTEGER NOT NULL,
+    failed          INTEGER NOT NULL,
+    skipped         INTEGER NOT NULL,
+    row_count       INTEGER NOT NULL,
+    source_rows     INTEGER NOT NULL,
+    check_failures  INTEGER NOT NULL,
+    mismatches      INTEGER NOT NULL,
+    PRIMARY KEY (run_id, batch)
+);
+CREATE INDEX batches_by_state ON batches (state, run_id, batch);
+CREATE INDEX batches_by_model ON batches (model, partition_start);
+
+-- every claim of a batch: who held which token since when (the sliding-minute rate counts them)
+CREATE TABLE batch_claims (
+    run_id     TEXT NOT NULL,
+    batch      INTEGER NOT NULL,
+    token      INTEGER NOT NULL,
+    worker     TEXT NOT NULL,
+    claimed_at INTEGER NOT NULL,
+    PRIMARY KEY (run_id, batch, token)
+);
+CREATE INDEX batch_claims_by_time ON batch_claims (run_id, claimed_at);

@@ -1,0 +1,42 @@
+-- Distributed backfills (SPEC §7): a run's batches queued in the ledger, claimed by workers
+-- through leases. Lease times are the ledger database's own clock in epoch milliseconds, never a
+-- worker's; `token` is the fencing token, raised by every claim.
+ALTER TABLE runs ADD COLUMN distributed INTEGER NOT NULL DEFAULT 0;
+-- a stop-loss that fired on a worker (JSON: name, partition, detail): no batch starts after it
+ALTER TABLE runs ADD COLUMN halt TEXT;
+-- the run's throttle, enforced across all workers when they claim
+ALTER TABLE runs ADD COLUMN max_concurrency BIGINT;
+ALTER TABLE runs ADD COLUMN rate_per_minute BIGINT;
+
+CREATE TABLE batches (
+    run_id          TEXT COLLATE "C" NOT NULL REFERENCES runs (run_id),
+    batch           BIGINT NOT NULL,
+    model           TEXT COLLATE "C" NOT NULL,
+    partition_start BIGINT NOT NULL,
+    partition_end   BIGINT NOT NULL,
+    state           TEXT COLLATE "C" NOT NULL,
+    token           BIGINT NOT NULL,
+    worker          TEXT COLLATE "C",
+    lease_expires   BIGINT,
+    published       BIGINT NOT NULL,
+    failed          BIGINT NOT NULL,
+    skipped         BIGINT NOT NULL,
+    row_count       BIGINT NOT NULL,
+    source_rows     BIGINT NOT NULL,
+    check_failures  BIGINT NOT NULL,
+    mismatches      BIGINT NOT NULL,
+    PRIMARY KEY (run_id, batch)
+);
+CREATE INDEX batches_by_state ON batches (state, run_id, batch);
+CREATE INDEX batches_by_model ON batches (model, partition_start);
+
+-- every claim of a batch: who held which token since when (the sliding-minute rate counts them)
+CREATE TABLE batch_claims (
+    run_id     TEXT COLLATE "C" NOT NULL,
+    batch      BIGINT NOT NULL,
+    token      BIGINT NOT NULL,
+    worker     TEXT COLLATE "C" NOT NULL,
+    claimed_at BIGINT NOT NULL,
+    PRIMARY KEY (run_id, batch, token)
+);
+CREATE INDEX batch_claims_by_time ON batch_claims (run_id, claimed_at);
