@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.errors import EngineError, TidegateError
+from tidegate.domain.errors import EngineError, FencedError, TidegateError
 from tidegate.domain.model import CheckSpec, Column, Severity, WriteMode
 from tidegate.domain.partitions import Grain, PartitionKey, parse_partition
-from tidegate.engines.base import CommitMarker, Engine, Target, bound_values
+from tidegate.engines.base import CommitMarker, Engine, Fence, Target, bound_values
 from tidegate.sql.model_sql import parse_type
 
 TEXT = parse_type("VARCHAR")
@@ -625,6 +625,30 @@ class EngineContract:
             )
         assert self.table_content(ready) == before
         assert list(ready.markers(["att-once"])) == ["att-once"]
+
+    def fenced_publish(self, engine: Engine, attempt_id: str, fence: Fence) -> None:
+        staging = self.fresh()
+        engine.stage(staging, select_rows(DAY2_ROWS), {})
+        engine.publish(
+            Target("events", EVENT_COLUMNS, "ts", False),
+            staging,
+            bound_values(DAY2),
+            [marker_for(attempt_id, DAY2)],
+            fence,
+        )
+
+    def test_a_publish_with_a_stale_fencing_token_changes_nothing(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        before = self.table_content(ready)
+        for token in (1, 3, 2):  # a fence is raised, never lowered
+            ready.raise_fence(Fence("run-x/0", token))
+        for stale in (Fence("run-x/0", 2), Fence("run-x/1", 3)):  # older, or never raised
+            with pytest.raises(FencedError):
+                self.fenced_publish(ready, "att-stale", stale)
+            self.assert_nothing_changed(ready, before, "att-stale")
+        self.fenced_publish(ready, "att-current", Fence("run-x/0", 3))
+        assert list(ready.markers(["att-current"])) == ["att-current"]
+        assert self.table_content(ready) == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
 
     def test_a_failed_first_publish_creates_no_table(self, ready: Engine) -> None:
         staging = self.fresh()

@@ -96,7 +96,11 @@ def test_staging_is_unlogged_and_outside_the_published_schema(dsn: str, pg: Post
         "WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
         "ORDER BY 1, 2",
     )
-    assert found == [("_tidegate", "commit_markers", "p"), ("_tidegate_staging", "s", "u")]
+    assert found == [
+        ("_tidegate", "commit_markers", "p"),
+        ("_tidegate", "fences", "p"),
+        ("_tidegate_staging", "s", "u"),
+    ]
 
 
 def test_a_crash_leaves_staging_that_the_next_writer_drops(dsn: str) -> None:

@@ -32,6 +32,7 @@ from tests.state.postgres_kit import (
     open_store,
     unique_name,
 )
+from tests.state.queue_contract import QueueStoreContract
 from tests.state.taint_contract import (
     DAY,
     MONTH_END,
@@ -90,7 +91,7 @@ def pg_store(schema: str) -> Iterator[PostgresStateStore]:
         opened.close()
 
 
-class TestPostgres(StateStoreContract, TaintStoreContract):
+class TestPostgres(StateStoreContract, TaintStoreContract, QueueStoreContract):
     @pytest.fixture
     def store(self, pg_store: PostgresStateStore) -> StateStore:
         return pg_store

@@ -109,9 +109,12 @@ class PostgresEngine(PostgresPublish):
         return str(self._one(pg.server_version())[0]).split()[0]
 
     def prepare(self) -> None:
-        for schema in (sql.META_SCHEMA, pg.STAGING_SCHEMA):
-            self._ensure_schema(schema)
-        self._run(sql.markers_ddl(POSTGRES))
+        with self._transaction():
+            self._run(pg.hold_prepare())  # workers starting together create the tables once
+            for schema in (sql.META_SCHEMA, pg.STAGING_SCHEMA):
+                self._ensure_schema(schema)
+            self._run(sql.markers_ddl(POSTGRES))
+            self._run(sql.fences_ddl(POSTGRES))
         if self._lease_seconds is None:
             # staging tables left by a crashed writer: this writer holds the lock, nobody uses
             # them (workers sharing the warehouse leave each other's alone)

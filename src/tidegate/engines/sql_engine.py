@@ -415,7 +415,7 @@ class SqlEngine(ABC):
 
     def raise_fence(self, fence: Fence) -> None:
         values = {"fence_key": fence.key, "token": fence.token}
-        self._run(sql.fences_ddl(self.flavor))
+        self._run(sql.fences_ddl(self.flavor))  # made by prepare where writers share a warehouse
         with self._transaction():
             for statement in (sql.add_fence(self.flavor), sql.raise_fence(self.flavor)):
                 self._run(statement, self._bind(values, statement))

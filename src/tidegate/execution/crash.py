@@ -1,7 +1,8 @@
 """Named crash points along the partition protocol, armed by an environment variable.
 
 `TIDEGATE_CRASH_AT=after_stage` kills the process with SIGKILL the first time that point is
-reached; `after_stage:3` on the third time. A no-op unless armed.
+reached; `after_stage:3` on the third time. `TIDEGATE_CRASH_SIGNAL=SIGSTOP` stops it there
+instead (a process paused past its lease, to be continued later). A no-op unless armed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 import threading
 
 ENVIRONMENT_VARIABLE = "TIDEGATE_CRASH_AT"
+SIGNAL_VARIABLE = "TIDEGATE_CRASH_SIGNAL"
 
 CRASH_POINTS = (
     "after_intent",
@@ -37,4 +39,4 @@ def crash_point(name: str) -> None:
         _hits[name] = _hits.get(name, 0) + 1
         reached = _hits[name] >= int(nth or 1)
     if reached:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.Signals[os.environ.get(SIGNAL_VARIABLE, "SIGKILL")])

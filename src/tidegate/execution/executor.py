@@ -17,7 +17,7 @@ from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import Progress, StopLoss, Trigger, fired, next_start_delay
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, Timer, stamp
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.ids import new_attempt_id
 from tidegate.domain.model import ModelSpec, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
@@ -479,6 +479,10 @@ class Executor:
             measured = self.engine.publish(
                 target, computed.staging, unit.bounds(spec), markers, options.fence
             )
+        except FencedError:
+            # another worker holds the batch now and settles these attempts: write nothing more
+            self.engine.drop_staging(computed.staging)
+            raise
         except EngineError as error:
             self.engine.drop_staging(computed.staging)
             reasons = {p.start: str(error) for p in unit.partitions}

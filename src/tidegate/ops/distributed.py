@@ -23,7 +23,7 @@ from datetime import datetime
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.backfill import BackfillPlan, Trigger, fired
 from tidegate.domain.clock import Timer, stamp
-from tidegate.domain.errors import BusyError, EngineError, UsageError
+from tidegate.domain.errors import BusyError, FencedError, UsageError
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import ModelSpec
 from tidegate.domain.partitions import Grain, IntervalSet, PartitionKey
@@ -374,7 +374,7 @@ def _run_batch(
                 [(lease.batch, window) for window in todo],
                 Options(stop_loss=NO_STOP_LOSS, stop_requested=lost.is_set, fence=fence),
             )
-        except EngineError as error:
+        except FencedError as error:
             _drop_own_staging(engine, prefix)
             tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(error)))
             return False

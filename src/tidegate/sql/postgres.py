@@ -41,6 +41,8 @@ MAX_IDENTIFIER = 63
 # The writer's session-level advisory lock: the two-key form ("tide", "gate"), a key space of
 # its own, per database (advisory locks are local to the database they are taken in).
 WRITER_LOCK = (0x74696465, 0x67617465)
+# held while tidegate's own tables are created: workers starting together create them once
+PREPARE_LOCK = (0x74696465, 0x70726570)
 TWO_TO_64 = 2**64
 
 # Placeholders become opaque words while the statement is rendered, so that every other `%`
@@ -288,8 +290,12 @@ def release_writer_lock() -> str:
     return render(exp.select(_lock_call("pg_advisory_unlock")))
 
 
-def _lock_call(function: str) -> exp.Expr:
-    return exp.Anonymous(this=function, expressions=[exp.Literal.number(k) for k in WRITER_LOCK])
+def hold_prepare() -> str:
+    return render(exp.select(_lock_call("pg_advisory_xact_lock", PREPARE_LOCK)))
+
+
+def _lock_call(function: str, keys: tuple[int, int] = WRITER_LOCK) -> exp.Expr:
+    return exp.Anonymous(this=function, expressions=[exp.Literal.number(k) for k in keys])
 
 
 def server_version() -> str:

@@ -1,9 +1,10 @@
 """Ledger tables of distributed backfills, shared by both stores: a run's batches queued for
 workers, their leases and fencing tokens, and what each batch did (domain/queue.py).
 
-Lease times come from the ledger database's clock (`NOW_MS`), never a worker's. Each store gives
-that clock, the clause that skips rows another claim has locked, and the lock that makes
-queueing a run and its overlap check one step (sqlite_queue, postgres_queue)."""
+Lease times come from the ledger database's clock, `ledger_now_ms()` (epoch milliseconds), never
+a worker's. Each store gives that function, the claim's two locking reads (PostgreSQL skips the
+rows another claim holds) and the lock that makes queueing a run and its overlap check one step
+(sqlite_queue, postgres_queue)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,13 @@ from tidegate.state.codec import attempt_from_row, run_params
 from tidegate.state.ledger_tables import LedgerTables
 
 INSERT_CHUNK = 10_000
-LIVE_STATES = "('pending', 'running', 'staged', 'audited')"
 
 
 class QueueTables(LedgerTables):
-    # the ledger database's clock in epoch milliseconds, as an SQL expression
-    NOW_MS: ClassVar[str]
-    # appended to a SELECT that claims rows: skip those another transaction holds
-    SKIP_LOCKED: ClassVar[str]
+    # A claim's reads, each locking what it returns where the store locks rows: the run's
+    # throttle (:run), and its next batch to start (:run, :now).
+    LOCK_RUN: ClassVar[str]
+    PICK_BATCH: ClassVar[str]
 
     if TYPE_CHECKING:  # each store's own (sqlite_queue, postgres_queue)
 
@@ -89,9 +89,8 @@ class QueueTables(LedgerTables):
         neither stopped nor halted, whose batches in flight stay under its concurrency and
         whose claims in the last minute under its rate; a batch queued, or one whose lease
         expired. Raises the batch's fencing token. None when nothing may start now."""
-        now_ms = self.NOW_MS
         with self._tx() as con:
-            now = int(con.execute(f"SELECT {now_ms}").fetchone()[0])
+            now = int(con.execute("SELECT ledger_now_ms()").fetchone()[0])
             candidates = con.execute(
                 "SELECT run_id FROM runs WHERE status = 'running' AND distributed = 1 "
                 "AND stop_requested_at IS NULL AND halt IS NULL ORDER BY run_id"
@@ -106,12 +105,7 @@ class QueueTables(LedgerTables):
         self, con: Any, run_id: str, worker: str, now: int, lease_ms: int
     ) -> Lease | None:
         # the run's row, locked: claims of one run are judged against its throttle one at a time
-        run = con.execute(
-            "SELECT max_concurrency, rate_per_minute FROM runs WHERE run_id = ? "
-            "AND status = 'running' AND stop_requested_at IS NULL AND halt IS NULL"
-            + self.SKIP_LOCKED,
-            (run_id,),
-        ).fetchone()
+        run = con.execute(self.LOCK_RUN, {"run": run_id}).fetchone()
         if run is None:
             return None
         limit, rate = run["max_concurrency"], run["rate_per_minute"]
@@ -129,12 +123,7 @@ class QueueTables(LedgerTables):
             ).fetchone()[0]
             if started >= rate:
                 return None
-        pick = con.execute(
-            "SELECT batch, model, partition_start, partition_end, token FROM batches "
-            "WHERE run_id = ? AND (state = 'queued' OR (state = 'leased' AND lease_expires <= ?)) "
-            "ORDER BY batch LIMIT 1" + self.SKIP_LOCKED,
-            (run_id, now),
-        ).fetchone()
+        pick = con.execute(self.PICK_BATCH, {"run": run_id, "now": now}).fetchone()
         if pick is None:
             return None
         token = int(pick["token"]) + 1
@@ -164,7 +153,7 @@ class QueueTables(LedgerTables):
         (another worker holds it) or the batch was settled."""
         with self._tx() as con:
             moved = con.execute(
-                f"UPDATE batches SET lease_expires = {self.NOW_MS} + ? "
+                "UPDATE batches SET lease_expires = ledger_now_ms() + ? "
                 "WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased'",
                 (lease_ms, lease.run_id, lease.batch, lease.token),
             )
@@ -221,9 +210,9 @@ class QueueTables(LedgerTables):
             "coalesce(sum(source_rows), 0), coalesce(sum(check_failures), 0), "
             "coalesce(sum(mismatches), 0), "
             "coalesce(sum(CASE WHEN state = 'queued' OR (state = 'leased' AND lease_expires "
-            f"<= {self.NOW_MS}) THEN 1 ELSE 0 END), 0), "
+            "<= ledger_now_ms()) THEN 1 ELSE 0 END), 0), "
             "coalesce(sum(CASE WHEN state = 'leased' AND lease_expires "
-            f"> {self.NOW_MS} THEN 1 ELSE 0 END), 0) FROM batches WHERE run_id = ?",
+            "> ledger_now_ms() THEN 1 ELSE 0 END), 0) FROM batches WHERE run_id = ?",
             (run_id,),
         )
         values = [int(v) for v in (row or [0] * 9)]
@@ -238,7 +227,7 @@ class QueueTables(LedgerTables):
             moved = con.execute(
                 "UPDATE runs SET status = ?, reason = ?, ended_at = ?, trigger = ? "
                 "WHERE run_id = ? AND status = 'running' AND NOT EXISTS (SELECT 1 FROM batches "
-                f"WHERE run_id = ? AND state = 'leased' AND lease_expires > {self.NOW_MS})",
+                "WHERE run_id = ? AND state = 'leased' AND lease_expires > ledger_now_ms())",
                 (status, reason, at, trigger, run_id, run_id),
             )
             return bool(moved.rowcount == 1)
@@ -246,8 +235,8 @@ class QueueTables(LedgerTables):
     def live_attempts_of_batch(self, run_id: str, batch: int) -> list[Attempt]:
         """The attempts of a batch a previous lease holder left unfinished."""
         rows = self._all(
-            f"SELECT * FROM attempts WHERE run_id = ? AND batch = ? AND state IN {LIVE_STATES} "
-            "ORDER BY attempt_id",
+            "SELECT * FROM attempts WHERE run_id = ? AND batch = ? "
+            "AND state IN ('pending', 'running', 'staged', 'audited') ORDER BY attempt_id",
             (run_id, batch),
         )
         return [attempt_from_row(r) for r in rows]

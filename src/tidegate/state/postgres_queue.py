@@ -14,9 +14,16 @@ QUEUE_LOCK = 0x71756575
 
 
 class QueueTables(ledger_queue.QueueTables, PostgresTables):
-    # clock_timestamp(), not now(): the time a statement runs, not when its transaction began
-    NOW_MS = "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)"
-    SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+    LOCK_RUN = (
+        "SELECT max_concurrency, rate_per_minute FROM runs WHERE run_id = :run "
+        "AND status = 'running' AND stop_requested_at IS NULL AND halt IS NULL "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    PICK_BATCH = (
+        "SELECT batch, model, partition_start, partition_end, token FROM batches "
+        "WHERE run_id = :run AND (state = 'queued' OR (state = 'leased' "
+        "AND lease_expires <= :now)) ORDER BY batch LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
 
     def _hold_queue(self, con: Any) -> None:
         con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (QUEUE_LOCK,))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from tidegate.domain.errors import StateStoreError
@@ -53,6 +54,8 @@ class SQLiteStateStore(
                 check_same_thread=False,
             )
             self._con.row_factory = sqlite3.Row
+            # the ledger's clock for leases (ledger_queue): this machine's, the file's host
+            self._con.create_function("ledger_now_ms", 0, _now_ms, deterministic=False)
             self._con.execute("PRAGMA journal_mode = WAL")
             self._con.execute("PRAGMA synchronous = NORMAL")
             self._con.execute("PRAGMA foreign_keys = ON")
@@ -86,3 +89,7 @@ class SQLiteStateStore(
 
     def close(self) -> None:
         self._con.close()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -10,8 +10,15 @@ from tidegate.state.sqlite_tables import SQLiteTables
 
 
 class QueueTables(ledger_queue.QueueTables, SQLiteTables):
-    NOW_MS = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
-    SKIP_LOCKED = ""
+    LOCK_RUN = (
+        "SELECT max_concurrency, rate_per_minute FROM runs WHERE run_id = :run "
+        "AND status = 'running' AND stop_requested_at IS NULL AND halt IS NULL"
+    )
+    PICK_BATCH = (
+        "SELECT batch, model, partition_start, partition_end, token FROM batches "
+        "WHERE run_id = :run AND (state = 'queued' OR (state = 'leased' "
+        "AND lease_expires <= :now)) ORDER BY batch LIMIT 1"
+    )
 
     def _hold_queue(self, con: Any) -> None:
         """Nothing: the write transaction already excludes every other."""

@@ -1,6 +1,7 @@
 -- Distributed backfills (SPEC §7): a run's batches queued in the ledger, claimed by workers
 -- through leases. Lease times are the ledger database's own clock in epoch milliseconds, never a
--- worker's; `token` is the fencing token, raised by every claim.
+-- worker's (`ledger_now_ms()`, a function the store registers on its connection); `token` is the
+-- fencing token, raised by every claim.
 ALTER TABLE runs ADD COLUMN distributed INTEGER NOT NULL DEFAULT 0;
 -- a stop-loss that fired on a worker (JSON: name, partition, detail): no batch starts after it
 ALTER TABLE runs ADD COLUMN halt TEXT;

@@ -40,3 +40,8 @@ CREATE TABLE batch_claims (
     PRIMARY KEY (run_id, batch, token)
 );
 CREATE INDEX batch_claims_by_time ON batch_claims (run_id, claimed_at);
+
+-- the ledger's clock for leases, in epoch milliseconds: the server's time when a statement runs
+-- (clock_timestamp(), not the start of its transaction). SQLite's store registers its own.
+CREATE FUNCTION ledger_now_ms() RETURNS BIGINT LANGUAGE SQL VOLATILE AS
+$$ SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) $$;
