@@ -81,8 +81,7 @@ def worker(
     def tell(event: distributed.WorkerEvent) -> None:
         if as_json:
             document = {"schema": "tidegate.worker-event/v1", "worker": options.name}
-            document |= {k: v for k, v in dataclasses.asdict(event).items() if v is not None}
-            click.echo(json.dumps(document), nl=True)
+            click.echo(json.dumps(document | dataclasses.asdict(event)))
             return
         where = f"{event.run_id}" + (f" batch {event.batch}" if event.batch is not None else "")
         line = f"{options.name}: {event.event} {where}"

@@ -7,6 +7,7 @@ seeded generator, so a failing campaign replays exactly."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -27,6 +28,7 @@ from tests.distributed.kit import (
 from tests.engines.postgres_kit import fresh_database, rows
 from tests.faults.ledger import wait_until
 from tests.kit import example_project, tidegate, warehouse_rows
+from tests.ops.test_json_schemas import validator
 from tidegate.execution.crash import CRASH_POINTS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
@@ -266,11 +268,20 @@ def test_workers_keep_the_runs_concurrency_between_them(tmp_path: Path) -> None:
             logs, project, "2025-01-01..2025-01-24", "--batch-size", "2", "--max-concurrency", "2"
         )
         wait_until("the run is queued", lambda: run_row(dsn), 60)
-        workers = [worker(logs, f"w{i}", project) for i in range(4)]
+        workers = [worker(logs, f"w{i}", project, "--json") for i in range(4)]
         assert boss.wait() == 0, boss.stderr()
         for process in workers:
             assert process.wait() == 0, process.stderr()
         run_id = run_row(dsn)[0]
+        # every worker's output is JSON lines of its versioned schema
+        events = [json.loads(line) for p in workers for line in p.stdout().splitlines()]
+        for event in events:
+            errors = list(validator("worker-event").iter_errors(event))
+            assert not errors, [e.message for e in errors]
+        kinds = [e["event"] for e in events]
+        assert kinds.count("claimed") == kinds.count("settled") == 12
+        assert kinds.count("closed") == 1
+        assert sum(e["tally"]["published"] for e in events if e["event"] == "settled") == 24
         spans = rows(
             dsn,
             "SELECT batch, min(started_at), max(ended_at) FROM ledger.attempts "
