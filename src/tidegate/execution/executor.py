@@ -84,6 +84,8 @@ class Executor:
     taint_policy: TaintPolicy = TaintPolicy.BLOCK
     # prefixes this process's staging tables: workers sharing a warehouse stage side by side
     staging_prefix: str = ""
+    # keep the slots' engine handles from one execute to the next (a worker's batches)
+    keep_handles: bool = False
 
     def execute(
         self,
@@ -186,21 +188,34 @@ class Executor:
     # the last partition the coordinator prepared or finished: where a stop-loss fires
     _last_label: str = field(default="", init=False)
     _reading: dict[str, dict[str, ReadFrom]] = field(default_factory=dict, init=False)
+    _kept: list[Engine] = field(default_factory=list, init=False)
 
     @contextmanager
     def _handles(self, count: int) -> Iterator[tuple[queue.Queue[int], list[Engine]]]:
         """One engine handle per worker slot. A slot is free again only once the coordinator
         has published or dropped its staging table, so a slot's staging name (and the
-        statements built for it) can be reused without one unit overwriting another's rows."""
+        statements built for it) can be reused without one unit overwriting another's rows.
+        With `keep_handles`, the handles (and the statements they built) outlive the call, for
+        the next batch of a worker: close() releases them."""
         slots: queue.Queue[int] = queue.Queue()
-        opened = [self.engine.handle() for _ in range(count)]
+        opened = self._kept[:count]
+        opened += [self.engine.handle() for _ in range(count - len(opened))]
         for slot in range(count):
             slots.put(slot)
         try:
             yield slots, opened
         finally:
-            for handle in opened:
-                handle.close()
+            if self.keep_handles:
+                self._kept = opened
+            else:
+                for handle in opened:
+                    handle.close()
+
+    def close(self) -> None:
+        """Release the handles kept between calls."""
+        for handle in self._kept:
+            handle.close()
+        self._kept = []
 
     def _work(
         self, slots: queue.Queue[int], handles: list[Engine], version: Version, intent: Batch

@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +30,7 @@ from tidegate.domain.model import ModelSpec
 from tidegate.domain.partitions import Grain, IntervalSet, PartitionKey
 from tidegate.domain.queue import BatchTally, HeldError, Lease, RunTally
 from tidegate.domain.run import Attempt, Run
-from tidegate.engines.base import Engine, Fence
+from tidegate.engines.base import Fence
 from tidegate.engines.factory import SHARED_HINT, open_engine, shares_writes, tell
 from tidegate.execution.executor import NO_STOP_LOSS, Executor, Options, Outcome, Report
 from tidegate.execution.reconcile import settle_left
@@ -297,6 +298,18 @@ def work(
     ran); returns how many batches this worker settled."""
     engine = open_engine(ctx.project, ctx.wait, lease_seconds=options.lease_seconds)
     settled = 0
+    # one executor for every batch: its handles keep the statements they built
+    executor = Executor(
+        engine,
+        ctx.state,
+        ctx.clock,
+        timer,
+        ctx.project.sources,
+        _active_spec(ctx),
+        ctx.project.settings.taint.downstream,
+        staging_prefix=f"w{uuid.uuid4().hex[:6]}_",
+        keep_handles=True,
+    )
     try:
         engine.prepare()
         while not stop_flag.is_set():
@@ -311,29 +324,29 @@ def work(
                 timer.sleep(options.poll_seconds)
                 continue
             tell(WorkerEvent("claimed", lease.run_id, lease.batch, lease.token))
-            if _run_batch(ctx, engine, lease, options, tell, timer):
+            if _run_batch(ctx, executor, lease, options, tell):
                 settled += 1
             if close_if_over(ctx, lease.run_id):
                 tell(WorkerEvent("closed", lease.run_id))
             if options.max_batches is not None and settled >= options.max_batches:
                 break
     finally:
+        executor.close()
         engine.close()
     return settled
 
 
 def _run_batch(
     ctx: Context,
-    engine: Engine,
+    executor: Executor,
     lease: Lease,
     options: WorkerOptions,
     tell: Callable[[WorkerEvent], None],
-    timer: Timer,
 ) -> bool:
     """Run one leased batch: fence it, settle what an earlier holder left, compute and
     publish the rest, settle the batch and judge the run's stop-loss. False when the lease was
     lost on the way (nothing of this worker's is checkpointed then)."""
-    state, clock = ctx.state, ctx.clock
+    state, clock, engine = ctx.state, ctx.clock, executor.engine
     run = state.get_run(lease.run_id)
     plan = BackfillPlan.from_json(run.plan or "") if run is not None else None
     version = state.get_version(plan.version_id) if plan is not None else None
@@ -349,7 +362,6 @@ def _run_batch(
         return False
     fence = Fence(lease.fence_key, lease.token)
     lost = threading.Event()
-    prefix = f"w{lease.token}_{lease.batch}_"
     with _Heartbeat(state, lease, options, lost):
         try:
             engine.raise_fence(fence)
@@ -358,16 +370,6 @@ def _run_batch(
             )
             done = IntervalSet.of(state.run_checkpoints(lease.run_id, lease.model))
             todo = IntervalSet.of([(lease.start, lease.end)]).minus(done).ranges(plan.grain)
-            executor = Executor(
-                engine,
-                state,
-                clock,
-                timer,
-                ctx.project.sources,
-                _active_spec(ctx),
-                ctx.project.settings.taint.downstream,
-                staging_prefix=prefix,
-            )
             report = executor.execute(
                 lease.run_id,
                 version,
@@ -375,7 +377,7 @@ def _run_batch(
                 Options(stop_loss=NO_STOP_LOSS, stop_requested=lost.is_set, fence=fence),
             )
         except FencedError as error:
-            _drop_own_staging(engine, prefix)
+            _drop_own_staging(executor)
             tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(error)))
             return False
         except Exception as error:
@@ -383,7 +385,7 @@ def _run_batch(
                 raise
             # the batch was taken over while this worker ran it: the new holder settled its
             # attempts, so recording them here failed; nothing of this worker's stands
-            _drop_own_staging(engine, prefix)
+            _drop_own_staging(executor)
             tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(error)))
             return False
     tally = BatchTally(
@@ -424,10 +426,10 @@ def _active_spec(ctx: Context) -> Callable[[str], ModelSpec]:
     return spec
 
 
-def _drop_own_staging(engine: Engine, prefix: str) -> None:
-    for name in engine.staging_tables():
-        if name.startswith(prefix):
-            engine.drop_staging(name)
+def _drop_own_staging(executor: Executor) -> None:
+    for name in executor.engine.staging_tables():
+        if name.startswith(executor.staging_prefix):
+            executor.engine.drop_staging(name)
 
 
 class _Heartbeat:
