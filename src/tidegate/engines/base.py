@@ -150,8 +150,9 @@ class Engine(Protocol):
         Not idempotent (the staging name must be new); a failure leaves no staging table.
         """
 
-    def staging_columns(self, staging: str) -> list[Column]:
-        """Columns of a staging table with their types and whether NULLs occur. Read-only."""
+    def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
+        """Columns of a staging table with their types and whether NULLs occur (without
+        `count_nulls`, only the types: every column reads as holding none). Read-only."""
 
     def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int | None:
         """The measured value of a check (any kind but `query`) on a whole staging table, as

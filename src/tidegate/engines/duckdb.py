@@ -120,12 +120,14 @@ class DuckDBEngine(DuckDBPublish):
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return [_column(r[0], r[1], True) for r in rows]
 
-    def staging_columns(self, staging: str) -> list[Column]:
+    def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
         source = sql.staged(staging)
         described = self._run(
             self._statement(("describe", staging), lambda: sql.describe(source))
         ).fetchall()
         names = [row[0] for row in described]
+        if not count_nulls:
+            return [_column(row[0], row[1], False) for row in described]
         nulls = (
             self._run(
                 self._statement(

@@ -136,11 +136,13 @@ class PostgresEngine(PostgresPublish):
         cursor = self._run(pg.probe_query(sql_text), dict(bounds))
         return [_column(c.name, c.type_display, True) for c in cursor.description or ()]
 
-    def staging_columns(self, staging: str) -> list[Column]:
+    def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
         described = self.table_columns(pg.staging_name(staging), pg.STAGING_SCHEMA) or []
         names = [c.name for c in described]
         if not names:
             return []
+        if not count_nulls:
+            return [Column(c.name, c.type, False) for c in described]
         source = pg.staged(staging)
         nulls = self._one(
             self._statement(

@@ -73,6 +73,29 @@ def contract_check(engine: Engine, spec: ModelSpec, staging: str) -> CheckResult
     return contract_result(contract_problems(spec.columns, engine.staging_columns(staging)))
 
 
+# Not a plain identifier either: the NULLs of a NOT NULL column, measured for the contract in the
+# staging pass with the checks.
+CONTRACT_NULLS = "contract nulls "
+
+
+def contract_null_checks(spec: ModelSpec) -> tuple[CheckSpec, ...]:
+    """A count of NULLs for each column the contract declares NOT NULL."""
+    return tuple(
+        CheckSpec(CONTRACT_NULLS + c.name, "not_null", Severity.BLOCKING, {"columns": [c.name]})
+        for c in spec.columns
+        if not c.nullable
+    )
+
+
+def contract_with_nulls(
+    spec: ModelSpec, types: Sequence[Column], nulls: Mapping[str, int]
+) -> CheckResult:
+    """The contract judged on the staged columns' types and the NULLs counted in the staging
+    pass (by column name; a column without a count holds none)."""
+    staged = [Column(c.name, c.type, nulls.get(c.name, 0) > 0) for c in types]
+    return contract_result(contract_problems(spec.columns, staged))
+
+
 def judge_all(
     contract: CheckResult,
     checks: Sequence[CheckSpec],

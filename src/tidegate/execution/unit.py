@@ -5,19 +5,21 @@ Runs on a worker thread with its own engine handle; publishing happens on the co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
-from tidegate.domain.model import ModelSpec, Version
+from tidegate.domain.model import Column, ModelSpec, Version
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.reconciliation import ReconciliationResult, compare
 from tidegate.engines.base import Engine, PartitionProfile, bound_values, window_bounds
 from tidegate.execution.audit import (
     builtin_checks,
     contract_check,
+    contract_null_checks,
+    contract_with_nulls,
     judge_all,
     measure_key_partition,
     measure_queries,
@@ -91,12 +93,17 @@ def compute(
         engine.stage(staging, version.sql, bounds)
         on_staged(unit)
         crash_point("after_stage")
-        contract = contract_check(engine, spec, staging)
-        if not contract.passed:
-            return Computed(unit, staging, checks={p.start: [contract] for p in unit.partitions})
         if spec.keys:
+            contract = contract_check(engine, spec, staging)
+            if not contract.passed:
+                return _refused(unit, staging, contract)
             return _compute_key(engine, spec, staging, bounds, unit, read_from, contract)
-        return _compute_window(engine, spec, staging, bounds, unit, read_from, contract)
+        # the types now; the NULLs of NOT NULL columns are counted in the staging pass
+        types = engine.staging_columns(staging, count_nulls=False)
+        contract = contract_with_nulls(spec, types, {})
+        if not contract.passed:
+            return _refused(unit, staging, contract)
+        return _compute_window(engine, spec, staging, bounds, unit, read_from, types)
     except EngineError as error:
         engine.drop_staging(staging)
         return Computed(unit, staging, error=str(error))
@@ -134,13 +141,14 @@ def _compute_window(
     bounds: Mapping[str, object],
     unit: Unit,
     read_from: Mapping[str, ReadFrom],
-    contract: CheckResult,
+    types: Sequence[Column],
 ) -> Computed:
-    """One pass over the staged batch: checksums, every check but the query checks (their own
-    statement each) and reconciliation targets, per partition."""
+    """One pass over the staged batch: checksums, the contract's NULL counts, every check but
+    the query checks (their own statement each) and reconciliation targets, per partition."""
     grain = spec.grain.value
     checks = (*builtin_checks(spec), *spec.checks)
-    profiled = [c for c in checks if c.kind != "query"]
+    nulls = contract_null_checks(spec)
+    profiled = [*nulls, *(c for c in checks if c.kind != "query")]
     profiles = engine.profile(
         staging,
         True,
@@ -155,6 +163,12 @@ def _compute_window(
         check.name: {b: p.measured[i] for b, p in profiles.items()}
         for i, check in enumerate(profiled)
     }
+    counted = {
+        c.params["columns"][0]: sum(v or 0 for v in measured.pop(c.name).values()) for c in nulls
+    }
+    contract = contract_with_nulls(spec, types, counted)
+    if not contract.passed:
+        return _refused(unit, staging, contract)
     measured.update(measure_queries(engine, spec, checks, staging, _tables(read_from)))
     empty = PartitionProfile(Checksum(0, 0))
     produced = {p.start: profiles.get(p.start, empty) for p in unit.partitions}
@@ -166,6 +180,11 @@ def _compute_window(
         {start: found.checksum for start, found in produced.items()},
         _reconcile(engine, spec, unit, produced, read_from),
     )
+
+
+def _refused(unit: Unit, staging: str, contract: CheckResult) -> Computed:
+    """A unit whose staged rows break the contract: nothing else is judged."""
+    return Computed(unit, staging, checks={p.start: [contract] for p in unit.partitions})
 
 
 def _tables(read_from: Mapping[str, ReadFrom]) -> dict[str, str]:
