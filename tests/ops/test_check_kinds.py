@@ -279,3 +279,52 @@ def test_key_list_partitions_measure_the_new_kinds_too(project: Path) -> None:
         "1",
         "1 row(s) violate it",
     )
+
+
+NULLS_MODEL = """/* tidegate
+grain = "day"
+time_column = "order_date"
+start = "2025-01-01"
+
+[columns]
+order_date = "DATE NOT NULL"
+status = "VARCHAR NOT NULL"
+refunded = "BIGINT"
+last_refund = "BIGINT NOT NULL"
+*/
+SELECT CAST(order_ts AS DATE) AS order_date, status,
+       CAST(NULLIF(count(*), count(*)) AS BIGINT) AS refunded,
+       CAST(CASE WHEN CAST(order_ts AS DATE) = DATE '2025-01-02' AND status = 'cancelled'
+                 THEN NULL ELSE 0 END AS BIGINT) AS last_refund
+FROM orders WHERE order_ts >= $start AND order_ts < $end
+GROUP BY CAST(order_ts AS DATE), status
+"""
+
+
+def test_nulls_in_a_not_null_column_break_the_contract_and_publish_nothing(
+    project: Path,
+) -> None:
+    """NULLs are counted in the staging pass: a nullable column may hold them; a NOT NULL one
+    fails the contract of its partition (and its batch), which then publishes nothing."""
+    (project / "models" / "refunds.sql").write_text(NULLS_MODEL)
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", "refunds", "--project", project).exit_code == 0
+    first = backfill(project, "refunds", "--partitions", "2025-01-01")
+    assert first.exit_code == 0, first.stderr
+    [(nulls,)] = warehouse_rows(project, "SELECT count(*) FROM refunds WHERE refunded IS NULL")
+    assert nulls == day_rows_of(project, "refunds", "2025-01-01") > 0
+    broken = backfill(project, "refunds", "--partitions", "2025-01-02", "--json")
+    assert broken.exit_code == 1
+    run = show_run(project, end_of(broken)["run_id"])
+    [attempt] = run["attempts"]
+    assert attempt["state"] == "failed"
+    assert "column last_refund holds NULLs but is declared NOT NULL" in attempt["error"]
+    assert day_rows_of(project, "refunds", "2025-01-02") == 0
+    assert_no_staging(project)
+
+
+def day_rows_of(project: Path, table: str, day: str) -> int:
+    [(count,)] = warehouse_rows(
+        project, f"SELECT count(*) FROM {table} WHERE order_date = CAST(? AS DATE)", [day]
+    )
+    return int(count)
