@@ -137,14 +137,15 @@ def test_a_worker_paused_past_its_lease_cannot_publish(tmp_path: Path) -> None:
         project = shared_project(tmp_path / "shared", dsn, ROWS_PER_DAY)
         boss = coordinator(logs, project, "2025-01-01..2025-01-03", "--batch-size", "3")
         run_id = wait_until("the run is queued", lambda: (run_row(dsn) or [None])[0], 60)
-        # the first worker stops itself after auditing its batch, just before publishing
+        # the first worker stops itself after auditing its batch and checking its lease, just
+        # before its publish transaction: only the warehouse's fence stands in its way
         paused = worker(
             logs,
             "paused",
             project,
             "--lease-seconds",
             "1",
-            TIDEGATE_CRASH_AT="after_audit",
+            TIDEGATE_CRASH_AT="before_publish",
             TIDEGATE_CRASH_SIGNAL="SIGSTOP",
         )
         wait_until("the worker to stop itself", lambda: paused.stopped() or None, 60)
@@ -161,7 +162,8 @@ def test_a_worker_paused_past_its_lease_cannot_publish(tmp_path: Path) -> None:
         # woken up, the paused worker tries to publish with its stale token: refused
         paused.popen.send_signal(signal.SIGCONT)
         assert paused.wait() == 0, paused.stderr()
-        assert "lost" in paused.stdout() and "fenced" in paused.stdout(), paused.stdout()
+        assert "lost" in paused.stdout(), paused.stdout()
+        assert "fenced: a newer lease holds partition" in paused.stdout(), paused.stdout()
         claims = rows(
             dsn,
             "SELECT token, worker FROM ledger.batch_claims WHERE run_id = %s ORDER BY token",

@@ -641,12 +641,18 @@ class EngineContract:
         self.publish_rows(ready, DAY1_ROWS, DAY1)
         before = self.table_content(ready)
         for token in (1, 3, 2):  # a fence is raised, never lowered
-            ready.raise_fence(Fence("run-x/0", token))
-        for stale in (Fence("run-x/0", 2), Fence("run-x/1", 3)):  # older, or never raised
+            ready.raise_fence(Fence(("events/1", "events/2"), token))
+        ready.raise_fence(Fence(("events/2",), 4))
+        stale = (
+            Fence(("events/1",), 2),  # older
+            Fence(("events/3",), 3),  # never raised
+            Fence(("events/1", "events/2"), 3),  # one of its partitions was taken since
+        )
+        for fence in stale:
             with pytest.raises(FencedError):
-                self.fenced_publish(ready, "att-stale", stale)
+                self.fenced_publish(ready, "att-stale", fence)
             self.assert_nothing_changed(ready, before, "att-stale")
-        self.fenced_publish(ready, "att-current", Fence("run-x/0", 3))
+        self.fenced_publish(ready, "att-current", Fence(("events/1",), 3))
         assert list(ready.markers(["att-current"])) == ["att-current"]
         assert self.table_content(ready) == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
 

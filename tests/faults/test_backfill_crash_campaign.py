@@ -109,7 +109,7 @@ def expected_published_before_kill(point: str, n: int) -> set[int] | None:
     if point == "after_intent":
         # batch n is prepared only once fewer than CONCURRENCY batches are in flight
         return _sizes_of(n - 1) | _sizes_of(n - CONCURRENCY)
-    if point == "after_publish":
+    if point in ("before_publish", "after_publish"):
         return _sizes_of(n - 1)
     if point == "after_ledger":
         return _sizes_of(n)

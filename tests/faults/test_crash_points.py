@@ -43,6 +43,7 @@ EXPECTED_RECOVERY: dict[str, str | None] = {
     "after_intent": "failed",
     "after_stage": "failed",
     "after_audit": "failed",
+    "before_publish": "failed",
     "after_publish": "published",
     "after_ledger": None,
 }

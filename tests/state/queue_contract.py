@@ -58,7 +58,7 @@ class QueueStoreContract:
         fetched = store.get_run("run-q1")
         assert fetched is not None and fetched.distributed
         claims = store.batch_claims("run-q1")
-        assert [(b, t, w) for b, t, w, _ in claims] == [(0, 1, "w1"), (1, 1, "w2")]
+        assert [(b, t, w) for b, t, w, _ in claims] == [(0, 1, "w1"), (1, 2, "w2")]
 
     def test_claims_stay_within_the_runs_concurrency(self, store: StateStore) -> None:
         queue(store, "run-q2", batches=3, max_concurrency=2)
@@ -84,8 +84,9 @@ class QueueStoreContract:
         assert (taken.batch, taken.token, taken.worker) == (dead.batch, 2, "w2")
         # the old holder can neither renew, nor settle, nor give the batch back
         assert not store.renew_lease(dead, HOUR_MS)
-        assert not store.settle_batch(dead, BatchTally(published=1))
+        assert not store.settle_batch(dead, BatchTally(published=1), '{"name": "x"}')
         assert not store.release_batch(dead)
+        assert store.run_halt("run-q4") is None  # a stale settle records no halt either
         assert store.settle_batch(taken, BatchTally(published=1, rows=3))
         tally = store.run_tally("run-q4")
         assert (tally.done.published, tally.done.rows, tally.queued, tally.in_flight) == (
@@ -114,11 +115,13 @@ class QueueStoreContract:
         queue(store, "run-q7", batches=2)
         store.request_stop("run-q7", "2025-01-02T00:00:00+00:00")
         assert store.claim_batch("w1", HOUR_MS) is None
-        queue(store, "run-q8", batches=2, first_day=10)
-        store.halt_run("run-q8", '{"name": "max_failures"}')
-        store.halt_run("run-q8", '{"name": "later"}')  # the first halt stays
-        assert store.claim_batch("w1", HOUR_MS) is None
-        assert store.run_halt("run-q8") == '{"name": "max_failures"}'
+        queue(store, "run-q8", batches=3, first_day=10)
+        first, second = store.claim_batch("w1", HOUR_MS), store.claim_batch("w2", HOUR_MS)
+        assert first is not None and second is not None
+        assert store.settle_batch(first, BatchTally(failed=1), '{"name": "max_failures"}')
+        assert store.settle_batch(second, BatchTally(failed=1), '{"name": "later"}')
+        assert store.claim_batch("w1", HOUR_MS) is None  # a halted run starts no batch
+        assert store.run_halt("run-q8") == '{"name": "max_failures"}'  # the first one stays
 
     def test_a_run_closes_once_and_only_with_no_batch_in_flight(self, store: StateStore) -> None:
         queue(store, "run-q9", batches=1)
@@ -149,7 +152,7 @@ class QueueStoreContract:
         assert store.settle_batch(done, BatchTally(published=1))
         store.request_stop("run-qd", "2025-01-02T00:00:00+00:00")
         store.finish_run("run-qd", RunStatus.STOPPED, "stopped", "2025-01-02T01:00:00+00:00")
-        store.reopen_distributed_run("run-qd", 99, [days(0, 2)])
+        store.reopen_distributed_run("run-qd", 99, [days(0, 2)], "2025-01-03T00:00:00+00:00")
         again = store.claim_batch("w3", HOUR_MS)
         assert again is not None
         assert (again.batch, again.token) == (dead.batch, dead.token + 1)
@@ -173,3 +176,44 @@ class QueueStoreContract:
             ]
         assert sorted(claimed) == list(range(12))
         assert store.run_tally("run-qe").in_flight == 12
+
+    def test_an_expired_lease_no_one_took_can_neither_renew_nor_settle(
+        self, store: StateStore
+    ) -> None:
+        queue(store, "run-qf", batches=1)
+        late = store.claim_batch("w1", 0)
+        assert late is not None
+        assert not store.renew_lease(late, HOUR_MS)
+        assert not store.settle_batch(late, BatchTally(published=1))
+        assert store.run_tally("run-qf").queued == 1  # still there for the next claim
+
+    def test_tokens_grow_across_runs(self, store: StateStore) -> None:
+        queue(store, "run-qg", batches=1)
+        queue(store, "run-qh", batches=1, first_day=5)
+        tokens = [store.claim_batch(f"w{i}", HOUR_MS) for i in range(2)]
+        assert [t.token for t in tokens if t is not None] == [1, 2]
+
+    def test_reopening_queues_again_the_batches_that_left_partitions_undone(
+        self, store: StateStore
+    ) -> None:
+        queue(store, "run-qi", batches=3, max_concurrency=3)
+        leases = [store.claim_batch(f"w{i}", HOUR_MS) for i in range(3)]
+        assert all(lease is not None for lease in leases)
+        ok, failed, _ = leases
+        assert ok is not None and failed is not None
+        assert store.settle_batch(ok, BatchTally(published=1, rows=5, source_rows=9))
+        assert store.settle_batch(failed, BatchTally(failed=1, source_rows=9))
+        store.request_stop("run-qi", "2025-01-02T00:00:00+00:00")
+        store.finish_run("run-qi", RunStatus.FAILED, "1 failed", "2025-01-02T01:00:00+00:00")
+        store.reopen_distributed_run("run-qi", 99, [days(0, 3)], "2025-01-03T00:00:00+00:00")
+        resumed = store.run_resumed("run-qi")
+        assert resumed == (
+            "2025-01-03T00:00:00+00:00",
+            BatchTally(published=1, rows=5, source_rows=9),
+        )
+        again = sorted(
+            lease.batch
+            for lease in (store.claim_batch(f"v{i}", HOUR_MS) for i in range(3))
+            if lease is not None
+        )
+        assert again == [1, 2]  # the failed batch and the one left in flight; not the done one

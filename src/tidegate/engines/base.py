@@ -37,11 +37,12 @@ class CommitMarker:
 
 @dataclass(frozen=True)
 class Fence:
-    """A distributed batch's fencing token (SPEC §7): each new lease of the batch raises its
-    fence, and a publish carrying an older token is refused by the warehouse itself — a worker
-    that slept past its lease can never publish."""
+    """A lease's fencing token and the partitions it covers (SPEC §7): each new lease raises
+    their fences, and a publish carrying an older token is refused by the warehouse itself — a
+    worker that slept past its lease can never publish, whichever run later took the
+    partitions."""
 
-    key: str
+    keys: tuple[str, ...]
     token: int
 
 
@@ -269,12 +270,13 @@ class Engine(Protocol):
         previous data stays untouched. Creates the table or adds new nullable columns (additive
         changes) in the same transaction. Drops the staging table afterwards. Raises EngineError
         when a marker's attempt already published (one marker per attempt), and, with a `fence`,
-        when the batch's fence has been raised past its token (FencedError).
+        when the fence of one of its keys has been raised past its token (FencedError).
         """
 
     def raise_fence(self, fence: Fence) -> None:
-        """Raise a batch's fence to `fence.token` (when lower) and commit: from then on a publish
-        carrying an older token fails. Waits for a publish of the batch in flight."""
+        """Raise the fences of `fence.keys` to `fence.token` (where lower) and commit: from then
+        on a publish carrying an older token for one of them fails. Waits for a publish holding
+        one of them."""
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         """Commit markers of the given attempts that exist. Read-only."""

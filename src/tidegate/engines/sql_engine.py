@@ -414,20 +414,22 @@ class SqlEngine(ABC):
         return content
 
     def raise_fence(self, fence: Fence) -> None:
-        values = {"fence_key": fence.key, "token": fence.token}
         self._run(sql.fences_ddl(self.flavor))  # made by prepare where writers share a warehouse
         with self._transaction():
-            for statement in (sql.add_fence(self.flavor), sql.raise_fence(self.flavor)):
-                self._run(statement, self._bind(values, statement))
+            for key in sorted(fence.keys):  # one order for every writer: no deadlock
+                values = {"fence_key": key, "token": fence.token}
+                for statement in (sql.add_fence(self.flavor), sql.raise_fence(self.flavor)):
+                    self._run(statement, self._bind(values, statement))
 
     def _hold_fence(self, fence: Fence) -> None:
         statement = self._statement(("hold fence",), lambda: sql.hold_fence(self.flavor))
-        values = {"fence_key": fence.key, "token": fence.token}
-        if self._run(statement, self._bind(values, statement)).fetchone() is None:
-            raise FencedError(
-                f"fenced: a newer lease of this batch holds it (token {fence.token} is stale); "
-                "nothing was published"
-            )
+        for key in sorted(fence.keys):
+            values = {"fence_key": key, "token": fence.token}
+            if self._run(statement, self._bind(values, statement)).fetchone() is None:
+                raise FencedError(
+                    f"fenced: a newer lease holds partition {key.rsplit('/', 1)[-1]} (token "
+                    f"{fence.token} is stale); nothing was published"
+                )
 
     def _evolve(self, target: Target, existing: list[Column] | None) -> None:
         """Create the published table, or add the target's new columns (nullable)."""

@@ -18,6 +18,7 @@ CRASH_POINTS = (
     "after_intent",
     "after_stage",
     "after_audit",
+    "before_publish",
     "after_publish",
     "after_ledger",
 )

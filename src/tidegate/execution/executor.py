@@ -57,8 +57,9 @@ class Options:
     # recovery rebuilds what was contaminated (a merge or an append would keep the bad rows)
     rebuild: bool = False
     # a distributed batch's lease: the warehouse refuses its publishes once a newer lease of
-    # the batch raised the fence
+    # its partitions raised their fences, and none starts once the lease is no longer held
     fence: Fence | None = None
+    lease_held: Callable[[], bool] = lambda: True
 
 
 @dataclass
@@ -491,6 +492,12 @@ class Executor:
             grain=None if spec.keys else spec.grain.value,
         )
         try:
+            if not options.lease_held():
+                raise FencedError(
+                    "fenced: this worker's lease expired or was taken over (its token is "
+                    "stale); nothing was published"
+                )
+            crash_point("before_publish")
             measured = self.engine.publish(
                 target, computed.staging, unit.bounds(spec), markers, options.fence
             )

@@ -34,6 +34,9 @@ def reconcile(engine: Engine, state: StateStore, clock: Clock) -> Reconciliation
     published, failed = settle_left(engine, state, clock, state.live_attempts())
     interrupted = []
     for run in state.live_runs():
+        if run.distributed:
+            # its batches wait in the ledger for workers, who settle what a dead one left
+            continue
         state.finish_run(run.run_id, RunStatus.INTERRUPTED, "the process stopped", stamp(clock))
         interrupted.append(run.run_id)
     return Reconciliation(

@@ -18,16 +18,22 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import datetime
 
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.backfill import BackfillPlan, Trigger, fired
 from tidegate.domain.clock import Timer, stamp
-from tidegate.domain.errors import BusyError, FencedError, UsageError
+from tidegate.domain.errors import (
+    BusyError,
+    FencedError,
+    RefusedError,
+    TidegateError,
+    UsageError,
+)
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import ModelSpec
-from tidegate.domain.partitions import Grain, IntervalSet, PartitionKey
+from tidegate.domain.partitions import Grain, IntervalSet, PartitionKey, PartitionRange
 from tidegate.domain.queue import BatchTally, HeldError, Lease, RunTally
 from tidegate.domain.run import Attempt, Run
 from tidegate.engines.base import Fence
@@ -88,7 +94,12 @@ def start(
         requester=ctx.actor,
         status=RunStatus.RUNNING,
         started_at=stamp(ctx.clock),
-        params={"plan_file": request.plan_file, "plan_text": request.plan_text},
+        params={
+            "plan_file": request.plan_file,
+            "plan_text": request.plan_text,
+            # workers hold a paused model's batches back unless the run was started with --force
+            "force_paused": request.force_paused,
+        },
         pid=os.getpid(),
         plan=plan.to_json(),
         plan_hash=backfill.plan_hash(request),
@@ -122,14 +133,16 @@ def resume(
     if run.status is RunStatus.RUNNING:
         raise UsageError(f"backfill {run.run_id} is running")
     plan = BackfillPlan.from_json(run.plan or "")
-    held = backfill.held_back(ctx, plan)
+    held = backfill.held_back(ctx, plan, bool(run.params.get("force_paused")))
     if held is not None:
-        raise UsageError(f"backfill {run.run_id} cannot resume: {held}")
+        raise RefusedError(f"backfill {run.run_id} cannot resume: {held}")
     _while_held(
         ctx,
         plan,
         timer,
-        lambda: ctx.state.reopen_distributed_run(run.run_id, os.getpid(), plan.selection),
+        lambda: ctx.state.reopen_distributed_run(
+            run.run_id, os.getpid(), plan.selection, stamp(ctx.clock)
+        ),
     )
     on_start(run.run_id, plan)
     return watch(ctx, run.run_id, plan, stop_flag, on_outcome, timer)
@@ -343,9 +356,9 @@ def _run_batch(
     options: WorkerOptions,
     tell: Callable[[WorkerEvent], None],
 ) -> bool:
-    """Run one leased batch: fence it, settle what an earlier holder left, compute and
-    publish the rest, settle the batch and judge the run's stop-loss. False when the lease was
-    lost on the way (nothing of this worker's is checkpointed then)."""
+    """Run one leased batch: fence its partitions, settle what an earlier holder left, compute
+    and publish the rest, then settle the batch with the stop-loss it fires. False when the
+    lease was lost on the way (nothing of this worker's is checkpointed then)."""
     state, clock, engine = ctx.state, ctx.clock, executor.engine
     run = state.get_run(lease.run_id)
     plan = BackfillPlan.from_json(run.plan or "") if run is not None else None
@@ -353,19 +366,28 @@ def _run_batch(
     if run is None or plan is None or version is None:
         state.release_batch(lease)
         return False
-    held = backfill.held_back(ctx, plan)
+    held = backfill.held_back(ctx, plan, bool(run.params.get("force_paused")))
     if held is not None:
         # the model was paused or rolled back since: the run stops, as on one machine
         state.request_stop(run.run_id, stamp(clock))
         state.release_batch(lease)
         tell(WorkerEvent("released", lease.run_id, lease.batch, lease.token, held))
         return False
-    fence = Fence(lease.fence_key, lease.token)
+    window = PartitionRange(plan.grain, lease.start, lease.end)
+    fence = Fence(tuple(f"{lease.model}/{p.start}" for p in window), lease.token)
     lost = threading.Event()
+
+    def still_held() -> bool:
+        if lost.is_set() or not state.renew_lease(lease, options.lease_ms):
+            lost.set()
+        return not lost.is_set()
+
+    error: str | None = None
+    report = Report()
     with _Heartbeat(state, lease, options, lost):
         try:
             engine.raise_fence(fence)
-            left_published, _ = settle_left(
+            settle_left(
                 engine, state, clock, state.live_attempts_of_batch(lease.run_id, lease.batch)
             )
             done = IntervalSet.of(state.run_checkpoints(lease.run_id, lease.model))
@@ -373,47 +395,87 @@ def _run_batch(
             report = executor.execute(
                 lease.run_id,
                 version,
-                [(lease.batch, window) for window in todo],
-                Options(stop_loss=NO_STOP_LOSS, stop_requested=lost.is_set, fence=fence),
+                [(lease.batch, part) for part in todo],
+                Options(
+                    stop_loss=NO_STOP_LOSS,
+                    stop_requested=lost.is_set,
+                    fence=fence,
+                    lease_held=still_held,
+                ),
             )
-        except FencedError as error:
+        except FencedError as fenced:
             _drop_own_staging(executor)
-            tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(error)))
+            tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(fenced)))
             return False
-        except Exception as error:
-            if not lost.is_set() and state.renew_lease(lease, options.lease_ms):
-                raise
-            # the batch was taken over while this worker ran it: the new holder settled its
-            # attempts, so recording them here failed; nothing of this worker's stands
+        except Exception as failure:
             _drop_own_staging(executor)
-            tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(error)))
-            return False
-    tally = BatchTally(
-        published=len(left_published) + report.published,
-        failed=report.failed,
-        skipped=report.skipped,
-        rows=sum(a.rows or 0 for a in left_published) + report.rows,
+            if not still_held():
+                # taken over while this worker ran it: the new holder settles its attempts
+                tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, str(failure)))
+                return False
+            # a batch that cannot run fails its partitions, rather than every worker in turn
+            error = f"{type(failure).__name__}: {failure}"
+            settle_left(
+                engine, state, clock, state.live_attempts_of_batch(lease.run_id, lease.batch)
+            )
+    tally = _tally_of(state, lease, window, report)
+    halt = _judge(ctx, run, plan, lease, tally)
+    if not state.settle_batch(lease, tally, halt):
+        tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, "lease expired"))
+        return False
+    tell(WorkerEvent("settled", lease.run_id, lease.batch, lease.token, error, tally))
+    return True
+
+
+def _tally_of(
+    state: StateStore, lease: Lease, window: PartitionRange, report: Report
+) -> BatchTally:
+    """What the batch did, from the ledger (whichever workers did it): a partition neither
+    published nor skipped counts as failed. Reads and check outcomes are this worker's."""
+    outcome = state.batch_outcome(lease.run_id, lease.batch)
+    published, rows = outcome.get("published", (0, 0))
+    skipped = outcome.get("skipped", (0, 0))[0]
+    return BatchTally(
+        published=published,
+        failed=len(window) - published - skipped,
+        skipped=skipped,
+        rows=rows,
         source_rows=report.progress.source_rows,
         check_failures=report.progress.check_failures,
         mismatches=report.progress.reconciliation_mismatches,
     )
-    if not state.settle_batch(lease, tally):
-        tell(WorkerEvent("lost", lease.run_id, lease.batch, lease.token, "lease expired"))
-        return False
-    tell(WorkerEvent("settled", lease.run_id, lease.batch, lease.token, tally=tally))
-    _judge(ctx, run, plan, lease)
-    return True
 
 
-def _judge(ctx: Context, run: Run, plan: BackfillPlan, lease: Lease) -> None:
-    """The run's stop-loss over every worker's batches, after this one."""
+def _judge(
+    ctx: Context, run: Run, plan: BackfillPlan, lease: Lease, batch: BatchTally
+) -> str | None:
+    """The stop-loss the run fires with this batch, over every worker's batches since the run
+    started or was last resumed (as on one machine, a resumed run judges what it does from
+    there); None when none fires."""
     tally = ctx.state.run_tally(run.run_id)
+    began = run.started_at
+    since = BatchTally()
+    resumed = ctx.state.run_resumed(run.run_id)
+    if resumed is not None:
+        began, since = resumed
+    done = tally.done
+    progress = RunTally(
+        BatchTally(
+            *(
+                now + new - old
+                for now, new, old in zip(astuple(done), astuple(batch), astuple(since), strict=True)
+            )
+        ),
+        tally.queued,
+        tally.in_flight,
+    ).progress((ctx.clock.now() - datetime.fromisoformat(began)).total_seconds())
     spec = ctx.project.model(plan.model)
-    label = IntervalSet.of([(lease.start, lease.end)]).ranges(plan.grain)[0].label(spec.keys)
-    trigger = fired(plan.stop_loss, tally.progress(_elapsed(run, ctx)), label.split("..")[-1])
-    if trigger is not None:
-        halt = {"name": trigger.name, "detail": trigger.detail, "partition": trigger.partition}
-        ctx.state.halt_run(run.run_id, json.dumps(halt, sort_keys=True))
+    label = PartitionRange(plan.grain, lease.start, lease.end).label(spec.keys)
+    trigger = fired(plan.stop_loss, progress, label.split("..")[-1])
+    if trigger is None:
+        return None
+    halt = {"name": trigger.name, "detail": trigger.detail, "partition": trigger.partition}
+    return json.dumps(halt, sort_keys=True)
 
 
 def _active_spec(ctx: Context) -> Callable[[str], ModelSpec]:
@@ -454,6 +516,10 @@ class _Heartbeat:
 
     def _beat(self) -> None:
         while not self.done.wait(self.options.lease_seconds / 3):
-            if not self.state.renew_lease(self.lease, self.options.lease_ms):
+            try:
+                renewed = self.state.renew_lease(self.lease, self.options.lease_ms)
+            except TidegateError:
+                renewed = False  # the ledger is out of reach: the lease cannot be counted on
+            if not renewed:
                 self.lost.set()
                 return

@@ -146,26 +146,33 @@ class StateStore(Protocol):
         the partitions in `selection` in a batch not yet done."""
 
     def reopen_distributed_run(
-        self, run_id: str, pid: int, selection: Sequence[tuple[int, int]]
+        self, run_id: str, pid: int, selection: Sequence[tuple[int, int]], at: str
     ) -> None:
-        """Queue the batches of a distributed run that are not done again and mark it running
-        (for `resume`); raises HeldError like create_distributed_run."""
+        """Queue again the batches of a distributed run that are not done or left partitions
+        failed or skipped, and mark it running, resumed `at` (for `resume`); raises HeldError
+        like create_distributed_run."""
+
+    def run_resumed(self, run_id: str) -> tuple[str, BatchTally] | None:
+        """When a distributed run was last resumed, and what its batches had done then."""
 
     def claim_batch(self, worker: str, lease_ms: int) -> Lease | None:
         """Lease the next batch a worker may start within its run's throttle (concurrency and
         rate over every worker), raising the batch's fencing token; None when none may."""
 
     def renew_lease(self, lease: Lease, lease_ms: int) -> bool:
-        """Extend a lease from the ledger's now; False when it is no longer the batch's."""
+        """Extend a live lease from the ledger's now; False when it expired or is no longer
+        the batch's."""
 
-    def settle_batch(self, lease: Lease, tally: BatchTally) -> bool:
-        """Mark a leased batch done with what it did; False when the lease's token is stale."""
+    def settle_batch(self, lease: Lease, tally: BatchTally, halt: str | None = None) -> bool:
+        """Mark a batch done with what it did (and the stop-loss it fired, `halt`) while its
+        lease lives; False when the lease expired or its token is stale."""
+
+    def batch_outcome(self, run_id: str, batch: int) -> dict[str, tuple[int, int]]:
+        """Per state, the batch's partitions whose newest attempt in the run is in it, and
+        their rows."""
 
     def release_batch(self, lease: Lease) -> bool:
         """Give a leased batch back to the queue untouched."""
-
-    def halt_run(self, run_id: str, halt: str) -> None:
-        """Record the first stop-loss that fired on a worker (no batch starts after it)."""
 
     def run_halt(self, run_id: str) -> str | None: ...
 

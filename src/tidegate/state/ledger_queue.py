@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from itertools import islice
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -65,24 +66,36 @@ class QueueTables(LedgerTables):
                 )
 
     def reopen_distributed_run(
-        self, run_id: str, pid: int, selection: Sequence[tuple[int, int]]
+        self, run_id: str, pid: int, selection: Sequence[tuple[int, int]], at: str
     ) -> None:
-        """Queue again the batches of a distributed run that are not done, and run it again
-        (its tokens only grow); raises HeldError like create_distributed_run."""
+        """Queue again the batches of a distributed run that are not done or left partitions
+        failed or skipped (their tallies start over), and run it again from `at` (its tokens
+        only grow); raises HeldError like create_distributed_run."""
         with self._tx() as con:
             self._hold_queue(con)
             row = con.execute("SELECT models FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             _refuse_held(con, str(json.loads(row["models"])[0]), selection, run_id)
             con.execute(
-                "UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL, "
-                "trigger = NULL, stop_requested_at = NULL, halt = NULL, pid = ? WHERE run_id = ?",
-                (pid, run_id),
-            )
-            con.execute(
-                "UPDATE batches SET state = 'queued', worker = NULL, lease_expires = NULL "
-                "WHERE run_id = ? AND state <> 'done'",
+                "UPDATE batches SET state = 'queued', worker = NULL, lease_expires = NULL, "
+                "published = 0, failed = 0, skipped = 0, row_count = 0, source_rows = 0, "
+                "check_failures = 0, mismatches = 0 "
+                "WHERE run_id = ? AND (state <> 'done' OR failed > 0 OR skipped > 0)",
                 (run_id,),
             )
+            baseline = _tally(con, run_id).done
+            con.execute(
+                "UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL, "
+                "trigger = NULL, stop_requested_at = NULL, halt = NULL, pid = ?, "
+                "resumed_at = ?, baseline = ? WHERE run_id = ?",
+                (pid, at, json.dumps(asdict(baseline)), run_id),
+            )
+
+    def run_resumed(self, run_id: str) -> tuple[str, BatchTally] | None:
+        """When a distributed run was last resumed, and what its batches had done then."""
+        row = self._one("SELECT resumed_at, baseline FROM runs WHERE run_id = ?", (run_id,))
+        if row is None or row[0] is None:
+            return None
+        return str(row[0]), BatchTally(**json.loads(row[1]))
 
     def claim_batch(self, worker: str, lease_ms: int) -> Lease | None:
         """Lease the next batch a worker may start: of the oldest live distributed run that is
@@ -126,7 +139,11 @@ class QueueTables(LedgerTables):
         pick = con.execute(self.PICK_BATCH, {"run": run_id, "now": now}).fetchone()
         if pick is None:
             return None
-        token = int(pick["token"]) + 1
+        token = int(
+            con.execute(
+                "UPDATE ledger_tokens SET token = token + 1 WHERE id = 1 RETURNING token"
+            ).fetchone()[0]
+        )
         con.execute(
             "UPDATE batches SET state = 'leased', token = ?, worker = ?, lease_expires = ? "
             "WHERE run_id = ? AND batch = ?",
@@ -149,24 +166,27 @@ class QueueTables(LedgerTables):
         )
 
     def renew_lease(self, lease: Lease, lease_ms: int) -> bool:
-        """Extend a lease by `lease_ms` from now; False when its token is no longer the batch's
-        (another worker holds it) or the batch was settled."""
+        """Extend a live lease by `lease_ms` from now; False when it expired (even if no one
+        took the batch yet: its run may be over), or its token is no longer the batch's."""
         with self._tx() as con:
             moved = con.execute(
                 "UPDATE batches SET lease_expires = ledger_now_ms() + ? "
-                "WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased'",
+                "WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased' "
+                "AND lease_expires > ledger_now_ms()",
                 (lease_ms, lease.run_id, lease.batch, lease.token),
             )
             return bool(moved.rowcount == 1)
 
-    def settle_batch(self, lease: Lease, tally: BatchTally) -> bool:
-        """Mark a leased batch done with what it did; False (nothing written) when the lease's
-        token is stale: a worker that lost its lease cannot checkpoint."""
+    def settle_batch(self, lease: Lease, tally: BatchTally, halt: str | None = None) -> bool:
+        """Mark a batch done with what it did while its lease lives, and record the stop-loss
+        it fired (`halt`) in the same transaction; False (nothing written) when the lease
+        expired or its token is stale: a worker that lost its lease cannot checkpoint."""
         with self._tx() as con:
             moved = con.execute(
                 "UPDATE batches SET state = 'done', lease_expires = NULL, published = ?, "
                 "failed = ?, skipped = ?, row_count = ?, source_rows = ?, check_failures = ?, "
-                "mismatches = ? WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased'",
+                "mismatches = ? WHERE run_id = ? AND batch = ? AND token = ? AND state = 'leased' "
+                "AND lease_expires > ledger_now_ms()",
                 (
                     tally.published,
                     tally.failed,
@@ -180,7 +200,27 @@ class QueueTables(LedgerTables):
                     lease.token,
                 ),
             )
-            return bool(moved.rowcount == 1)
+            if moved.rowcount != 1:
+                return False
+            if halt is not None:
+                con.execute(
+                    "UPDATE runs SET halt = coalesce(halt, ?) WHERE run_id = ?",
+                    (halt, lease.run_id),
+                )
+            return True
+
+    def batch_outcome(self, run_id: str, batch: int) -> dict[str, tuple[int, int]]:
+        """Per state, the partitions of a batch whose newest attempt in the run is in it, and
+        their rows: what the batch did, whichever workers did it."""
+        rows = self._all(
+            "SELECT state, count(*), coalesce(sum(row_count), 0) FROM attempts AS a "
+            "WHERE run_id = ? AND batch = ? AND NOT EXISTS (SELECT 1 FROM attempts AS b "
+            "WHERE b.run_id = a.run_id AND b.batch = a.batch "
+            "AND b.partition_start = a.partition_start AND b.attempt_id > a.attempt_id) "
+            "GROUP BY state",
+            (run_id, batch),
+        )
+        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
     def release_batch(self, lease: Lease) -> bool:
         """Give a leased batch back to the queue untouched (its token stays: the next claim
@@ -193,30 +233,13 @@ class QueueTables(LedgerTables):
             )
             return bool(moved.rowcount == 1)
 
-    def halt_run(self, run_id: str, halt: str) -> None:
-        """Record the first stop-loss that fired on any worker: no batch of the run starts
-        after it."""
-        with self._tx() as con:
-            con.execute("UPDATE runs SET halt = coalesce(halt, ?) WHERE run_id = ?", (halt, run_id))
-
     def run_halt(self, run_id: str) -> str | None:
         row = self._one("SELECT halt FROM runs WHERE run_id = ?", (run_id,))
         return None if row is None else row[0]
 
     def run_tally(self, run_id: str) -> RunTally:
-        row = self._one(
-            "SELECT coalesce(sum(published), 0), coalesce(sum(failed), 0), "
-            "coalesce(sum(skipped), 0), coalesce(sum(row_count), 0), "
-            "coalesce(sum(source_rows), 0), coalesce(sum(check_failures), 0), "
-            "coalesce(sum(mismatches), 0), "
-            "coalesce(sum(CASE WHEN state = 'queued' OR (state = 'leased' AND lease_expires "
-            "<= ledger_now_ms()) THEN 1 ELSE 0 END), 0), "
-            "coalesce(sum(CASE WHEN state = 'leased' AND lease_expires "
-            "> ledger_now_ms() THEN 1 ELSE 0 END), 0) FROM batches WHERE run_id = ?",
-            (run_id,),
-        )
-        values = [int(v) for v in (row or [0] * 9)]
-        return RunTally(BatchTally(*values[:7]), queued=values[7], in_flight=values[8])
+        with self._read_tx() as con:
+            return _tally(con, run_id)
 
     def close_distributed_run(
         self, run_id: str, status: str, reason: str | None, at: str, trigger: str | None
@@ -250,6 +273,22 @@ class QueueTables(LedgerTables):
             (run_id,),
         )
         return [(int(r[0]), int(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+def _tally(con: Any, run_id: str) -> RunTally:
+    row = con.execute(
+        "SELECT coalesce(sum(published), 0), coalesce(sum(failed), 0), "
+        "coalesce(sum(skipped), 0), coalesce(sum(row_count), 0), "
+        "coalesce(sum(source_rows), 0), coalesce(sum(check_failures), 0), "
+        "coalesce(sum(mismatches), 0), "
+        "coalesce(sum(CASE WHEN state = 'queued' OR (state = 'leased' AND lease_expires "
+        "<= ledger_now_ms()) THEN 1 ELSE 0 END), 0), "
+        "coalesce(sum(CASE WHEN state = 'leased' AND lease_expires "
+        "> ledger_now_ms() THEN 1 ELSE 0 END), 0) FROM batches WHERE run_id = ?",
+        (run_id,),
+    ).fetchone()
+    values = [int(v) for v in (row or [0] * 9)]
+    return RunTally(BatchTally(*values[:7]), queued=values[7], in_flight=values[8])
 
 
 def _refuse_held(

@@ -17,7 +17,7 @@ class QueueTables(ledger_queue.QueueTables, PostgresTables):
     LOCK_RUN = (
         "SELECT max_concurrency, rate_per_minute FROM runs WHERE run_id = :run "
         "AND status = 'running' AND stop_requested_at IS NULL AND halt IS NULL "
-        "FOR UPDATE SKIP LOCKED"
+        "FOR NO KEY UPDATE SKIP LOCKED"
     )
     PICK_BATCH = (
         "SELECT batch, model, partition_start, partition_end, token FROM batches "

@@ -8,6 +8,18 @@ ALTER TABLE runs ADD COLUMN halt TEXT;
 -- the run's throttle, enforced across all workers when they claim
 ALTER TABLE runs ADD COLUMN max_concurrency INTEGER;
 ALTER TABLE runs ADD COLUMN rate_per_minute INTEGER;
+-- when the run was last resumed, and its batches' tally then (JSON): a resumed run's stop-loss
+-- judges what it does from there, as a resumed backfill on one machine does
+ALTER TABLE runs ADD COLUMN resumed_at TEXT;
+ALTER TABLE runs ADD COLUMN baseline TEXT;
+
+-- fencing tokens: one sequence for every claim of every run, so that a later claim of the same
+-- partitions, in any run, fences an earlier holder
+CREATE TABLE ledger_tokens (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    token INTEGER NOT NULL
+);
+INSERT INTO ledger_tokens (id, token) VALUES (1, 0);
 
 CREATE TABLE batches (
     run_id          TEXT NOT NULL REFERENCES runs (run_id),
