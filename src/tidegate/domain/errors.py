@@ -55,3 +55,8 @@ class StoppedError(TidegateError):
 
 class EngineError(OperationFailed):
     """The warehouse engine reported an error while running a model or a check."""
+
+
+class ModelError(OperationFailed):
+    """A model's own code failed (a Python model's function, a command model's job), or what it
+    returned does not fit the model's contract; its attempt fails and nothing is published."""

@@ -26,7 +26,7 @@ from tidegate.domain.taint import TaintPolicy
 from tidegate.engines.base import CommitMarker, Engine, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
-from tidegate.execution.unit import Computed, ReadFrom, Unit, compute
+from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
 from tidegate.state.base import StateStore
 
 STOP_POLL_SECONDS = 0.5
@@ -79,6 +79,8 @@ class Executor:
     upstream_spec: Callable[[str], ModelSpec]
     # a partition whose upstream input is tainted: skipped, or published tainted too
     taint_policy: TaintPolicy = TaintPolicy.BLOCK
+    # how a unit's rows are computed: the SELECT, or the program of a Python or command model
+    stager: Stager = field(default_factory=QueryStager)
 
     def execute(
         self,
@@ -101,6 +103,7 @@ class Executor:
                 pool.shutdown(wait=False, cancel_futures=True)
                 for handle in opened:
                     handle.interrupt()
+                self.stager.interrupt()
                 raise
         return report
 
@@ -247,7 +250,15 @@ class Executor:
             read_from = self._read_from(version)
             computed = [
                 self._audited(
-                    compute(engine, version, unit, read_from, self._staged, _staging(spec, slot, n))
+                    compute(
+                        engine,
+                        version,
+                        unit,
+                        read_from,
+                        self._staged,
+                        _staging(spec, slot, n),
+                        self.stager,
+                    )
                 )
                 for n, unit in enumerate(units)
             ]

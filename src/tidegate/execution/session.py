@@ -12,6 +12,7 @@ from tidegate.domain.model import ModelSpec
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Executor
+from tidegate.execution.programs import ProjectStager
 from tidegate.execution.reconcile import Reconciliation, reconcile
 from tidegate.project.loader import Project
 from tidegate.state.base import StateStore
@@ -42,7 +43,14 @@ class WriterSession:
             self.project.sources,
             self.active_spec,
             self.project.settings.taint.downstream,
+            self.stager(timer),
         )
+
+    def stager(self, timer: Timer, record: bool = True) -> ProjectStager:
+        """The stager of the project's models; `record`: the jobs of command models are
+        recorded with the attempts they ran for."""
+        ledger = self.state if record else None
+        return ProjectStager(self.project.root, ledger, self.clock, timer)
 
 
 @contextmanager
