@@ -30,7 +30,15 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_the_python_daily_revenue_equals_the_sql_one_for_a_whole_year(project: Path) -> None:
-    year = ("--partitions", "2025-01-01..2025-12-31", "--batch-size", "31")
+    # two batches in flight: the function runs on two worker threads at once
+    year = (
+        "--partitions",
+        "2025-01-01..2025-12-31",
+        "--batch-size",
+        "31",
+        "--max-concurrency",
+        "2",
+    )
     for model in ("daily_revenue", "daily_revenue_py"):
         done = document(project, "backfill", model, *year)
         assert done["status"] == "succeeded", done

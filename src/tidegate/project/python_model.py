@@ -12,6 +12,7 @@ import ast
 import hashlib
 import importlib.util
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ DEFINITIONS = (
 )
 
 ModelFunction = Callable[[Any], Any]
+_IMPORTING = threading.Lock()
 
 
 def read_python_model(root: Path, file: Path) -> tuple[ModelFile, Program]:
@@ -133,7 +135,13 @@ def _check_definitions_only(path: str, text: str) -> None:
 
 
 def _import(root: Path, file: Path) -> tuple[ModelFunction, int]:
-    """The one decorated function of a model module, and the line of its decorator."""
+    """The one decorated function of a model module, and the line of its decorator. One import
+    at a time: worker threads share the import path and the modules they clean up."""
+    with _IMPORTING:
+        return _import_alone(root, file)
+
+
+def _import_alone(root: Path, file: Path) -> tuple[ModelFunction, int]:
     path = _relative(root, file)
     unique = hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]
     name = f"_tidegate_model_{file.stem}_{unique}"
