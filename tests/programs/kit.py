@@ -100,3 +100,16 @@ def daily_oracle(project: Path, first: str, last: str) -> list[tuple[Any, ...]]:
         "GROUP BY ALL ORDER BY d, status",
         [first, last],
     )
+
+
+DBT_MODEL = (PROGRAMS / "daily_revenue_dbt.toml").read_text()
+
+
+def add_dbt_model(project: Path, name: str) -> Path:
+    """The example dbt project in `dbt/` and the model `name` running its daily_revenue."""
+    import shutil
+
+    shutil.copytree(PROGRAMS / "dbt", project / "dbt", dirs_exist_ok=True)
+    path = project / "models" / f"{name}.toml"
+    path.write_text(DBT_MODEL)
+    return path

@@ -86,6 +86,7 @@ class ModelKind(str, Enum):
     SQL = "sql"  # one SELECT, run by the warehouse
     PYTHON = "python"  # a decorated function returning Arrow rows or a data frame
     COMMAND = "command"  # an external job writing Parquet files for tidegate to stage
+    DBT = "dbt"  # a model of a dbt project, run by tidegate's dbt into Parquet files
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class Program:
     unchanged, so an old version can never run different code under its name."""
 
     kind: ModelKind
-    # the function's name (python) or the argument list with {placeholders} (command)
+    # the function's name (python), the argument list with {placeholders} (command), or the
+    # dbt project's folder and the model (dbt)
     entry: tuple[str, ...]
     # (project-relative path, sha256) of the files the model runs
     files: tuple[tuple[str, str], ...] = ()
@@ -104,6 +106,8 @@ class Program:
     # (name, value) of a command's environment; values may hold ${VARIABLE} references
     env: tuple[tuple[str, str], ...] = ()
     timeout_seconds: float | None = None
+    # the commit of the repository holding the code, when it is in one (dbt)
+    revision: str | None = None
 
     def config(self) -> dict[str, Any]:
         """What takes part in the fingerprint: the code and how it is invoked; the values of
@@ -114,6 +118,7 @@ class Program:
             "files": [list(f) for f in self.files],
             "packages": [list(p) for p in self.packages],
             "env": [name for name, _ in self.env],
+            **({"revision": self.revision} if self.revision else {}),
         }
 
 

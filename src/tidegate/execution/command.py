@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.command import CommandRecord, masked, resolve, tail
 from tidegate.domain.errors import ModelError
-from tidegate.domain.model import Column, Program, Version
+from tidegate.domain.model import Column, ModelSpec, Program, Version
 from tidegate.domain.partitions import to_utc
 from tidegate.engines.base import Engine
 from tidegate.execution.unit import ReadFrom, Unit
@@ -58,10 +58,26 @@ class CommandStage:
         staging: str,
         inputs: Mapping[str, ReadFrom],
     ) -> None:
-        spec, program = version.spec, version.spec.program
-        if program is None:
-            raise TypeError(f"{spec.name} is an SQL model")
+        program = _program(version.spec)
         require_unchanged(program.files, referenced_files(self.root, program.entry))
+
+        def arguments(values: Mapping[str, str]) -> list[str]:
+            return [PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in program.entry]
+
+        self.run_job(engine, version.spec, unit, staging, inputs, arguments)
+
+    def run_job(
+        self,
+        engine: Engine,
+        spec: ModelSpec,
+        unit: Unit,
+        staging: str,
+        inputs: Mapping[str, ReadFrom],
+        arguments: Callable[[Mapping[str, str]], list[str]],
+    ) -> None:
+        """Run the job whose command line `arguments` makes of the placeholders' values (with
+        the model's env and timeout) in a fresh folder, and stage its output."""
+        program = _program(spec)
         attempts = list(unit.attempts.values())
         folder = self.root / STAGING_DIR / attempts[0]
         shutil.rmtree(folder, ignore_errors=True)
@@ -70,7 +86,7 @@ class CommandStage:
         try:
             _export_inputs(engine, unit.bounds(spec), bool(spec.keys), inputs, folder / "inputs")
             values = _placeholders(spec.name, unit, spec.keys, folder)
-            argv = [PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in program.entry]
+            argv = arguments(values)
             environment = _environment(program, values)
             shown = {**_tidegate_variables(values), **masked(program.env)}
             record = CommandRecord(tuple(argv), shown, stamp(self.clock))
@@ -110,9 +126,9 @@ class CommandStage:
             with self._lock:
                 self._running[process.pid] = process
             started = replace(record, pid=process.pid)
-            self._record(attempts, started)
             timed_out = False
             try:
+                self._record(attempts, started)
                 code = process.wait(timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
@@ -147,6 +163,12 @@ class CommandStage:
     def _record(self, attempts: list[str], record: CommandRecord) -> None:
         if self.state is not None:
             self.state.record_command(attempts, record)
+
+
+def _program(spec: ModelSpec) -> Program:
+    if spec.program is None:
+        raise TypeError(f"{spec.name} is an SQL model")
+    return spec.program
 
 
 def _placeholders(model: str, unit: Unit, keys: tuple[str, ...], folder: Path) -> dict[str, str]:

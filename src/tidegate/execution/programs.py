@@ -1,6 +1,6 @@
 """The stager of a project's writer session: each model kind computed its own way.
 
-Python and command models need pyarrow, imported only when one runs: SQL-only projects neither
+Python, command and dbt models need pyarrow, imported only when one runs: SQL-only projects neither
 pay for it nor need it installed.
 """
 
@@ -21,7 +21,7 @@ from tidegate.state.base import StateStore
 if TYPE_CHECKING:
     from tidegate.execution.command import CommandStage
 
-PYARROW_HINT = "Python and command models need pyarrow: pip install 'tidegate[python]'"
+PYARROW_HINT = "Python, command and dbt models need pyarrow: pip install 'tidegate[python]'"
 
 
 class ProjectStager:
@@ -54,6 +54,10 @@ class ProjectStager:
             from tidegate.execution.python_model import stage_python
 
             stage_python(self.root, engine, version, unit, staging, inputs)
+        elif kind is ModelKind.DBT:
+            from tidegate.execution.dbt import stage_dbt
+
+            stage_dbt(self._command_stage(), engine, version, unit, staging, inputs)
         else:
             self._command_stage().stage(engine, version, unit, staging, inputs)
 

@@ -13,7 +13,14 @@ from pathlib import Path
 from tidegate import __version__
 from tidegate.domain.clock import stamp
 from tidegate.domain.fingerprint import column_fingerprint, fingerprint, read_fingerprint, short
-from tidegate.domain.model import ChangeKind, ModelKind, ModelSpec, Version, classify_change
+from tidegate.domain.model import (
+    ChangeKind,
+    ModelKind,
+    ModelSpec,
+    Program,
+    Version,
+    classify_change,
+)
 from tidegate.ops.context import Context
 from tidegate.project.config import PROJECT_FILE
 from tidegate.project.loader import MODELS_DIR, Project
@@ -76,14 +83,22 @@ def snapshot(project: Project, spec: ModelSpec, upstream: dict[str, str]) -> tup
     the fingerprint through the digests of its files, in its config."""
     config = {"model": spec.name, **spec.config(), "sources": _source_defs(project, spec)}
     if spec.program is not None:
-        if spec.program.kind is ModelKind.PYTHON:
-            definition = (project.root / spec.path).read_text()
-        else:
-            definition = shlex.join(spec.program.entry)
+        definition = _definition(project, spec, spec.program)
         return fingerprint("", config, upstream), definition
     query = parse_query(spec.sql)
     physical = {name: project.sources[name].table for name in spec.sources}
     return fingerprint(normalized(query), config, upstream), render(query, physical)
+
+
+def _definition(project: Project, spec: ModelSpec, program: Program) -> str:
+    """What a version shows of a program: a Python model's module, a dbt model's SQL, a
+    command's line."""
+    if program.kind is ModelKind.PYTHON:
+        return (project.root / spec.path).read_text()
+    if program.kind is ModelKind.DBT:
+        name = f"{program.entry[1]}.sql"
+        return next((project.root / p).read_text() for p, _ in program.files if p.endswith(name))
+    return shlex.join(program.entry)
 
 
 def columns_read_by(spec: ModelSpec, tables: dict[str, dict[str, str]]) -> dict[str, set[str]]:

@@ -20,7 +20,6 @@ from typing import Any
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import ModelKind, Program
 from tidegate.domain.partitions import Grain
-from tidegate.project import toml_errors
 from tidegate.project.code_files import Digests, digest
 from tidegate.project.config import IDENTIFIER
 from tidegate.project.model_file import CommandHeader, ModelFile, validate_header
@@ -31,15 +30,10 @@ REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ALWAYS = ("output", "inputs", "model", "python")
 
 
-def read_command_model(root: Path, file: Path) -> tuple[ModelFile, Program]:
-    path = file.relative_to(root).as_posix()
-    text = file.read_text()
-    try:
-        data: dict[str, Any] = toml_errors.loads(text)
-    except toml_errors.TOMLDecodeError as error:
-        raise ConfigError(
-            path, toml_errors.decode_message(error), toml_errors.decode_line(error)
-        ) from None
+def command_model(
+    root: Path, path: str, text: str, data: dict[str, Any]
+) -> tuple[ModelFile, Program]:
+    """A command model's declaration (`text`, parsed as `data`) and program."""
     header = validate_header(CommandHeader, data, path, text, 1, 1)
     model = ModelFile(
         path=path, header=header, header_text=text, header_first_line=1, sql="", sql_first_line=1

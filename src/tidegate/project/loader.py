@@ -26,7 +26,6 @@ from tidegate.domain.model import (
 )
 from tidegate.domain.partitions import Grain, parse_partition
 from tidegate.project import toml_errors
-from tidegate.project.command_model import read_command_model
 from tidegate.project.config import (
     IDENTIFIER,
     PROJECT_FILE,
@@ -36,6 +35,7 @@ from tidegate.project.config import (
 )
 from tidegate.project.model_file import ModelFile, ProgramHeader, read_model_file
 from tidegate.project.python_model import read_python_model
+from tidegate.project.toml_model import read_toml_model
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
@@ -113,8 +113,8 @@ def load_project(root: Path) -> Project:
 
 
 def model_files_of(root: Path) -> list[Path]:
-    """The model files of a project: `.sql`, `.toml` (command) and `.py` (Python; those whose
-    name starts with `_` are helper modules, not models). One file per model name."""
+    """The model files of a project: `.sql`, `.toml` (command or dbt) and `.py` (Python; those
+    whose name starts with `_` are helper modules, not models). One file per model name."""
     folder = root / MODELS_DIR
     if not folder.is_dir():
         return []
@@ -141,7 +141,7 @@ def _read(root: Path, file: Path) -> tuple[ModelFile, Program | None]:
     if file.suffix == ".py":
         return read_python_model(root, file)
     if file.suffix == ".toml":
-        return read_command_model(root, file)
+        return read_toml_model(root, file)
     return read_model_file(str(file.relative_to(root)), file.read_text()), None
 
 

@@ -151,6 +151,17 @@ class CommandHeader(ProgramHeader):
     timeout_seconds: float | None = Field(default=None, gt=0)
 
 
+class DbtHeader(ProgramHeader):
+    """A model of a dbt project, run by tidegate's own dbt (dbt-duckdb, external
+    materialization into the output folder)."""
+
+    kind: Literal["dbt"]
+    # the dbt project's folder, relative to the tidegate project, and the model to run
+    dbt_project: str = Field(min_length=1)
+    dbt_model: str = Field(min_length=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
 Header = TypeVar("Header", bound=Declaration)
 
 

@@ -74,6 +74,7 @@ def _program_from(data: dict[str, Any] | None) -> Program | None:
         packages=tuple((name, version) for name, version in data["packages"]),
         env=tuple((name, value) for name, value in data["env"]),
         timeout_seconds=data["timeout_seconds"],
+        revision=data.get("revision"),
     )
 
 
