@@ -277,11 +277,12 @@ def _command_lines(attempts: list[dict[str, Any]]) -> list[str]:
         if job is None or (job["started_at"], a["model"]) in shown:
             continue
         shown.add((job["started_at"], a["model"]))
-        ended = (
-            "still running or killed with tidegate"
-            if job["exit_code"] is None
-            else f"exit {job['exit_code']} after {job['duration_ms'] / 1000:.1f} s"
-        )
+        if job["exit_code"] is not None:
+            ended = f"exit {job['exit_code']} after {job['duration_ms'] / 1000:.1f} s"
+        elif job["ended_at"] is None:
+            ended = "running (or tidegate was killed; its next writer stops the job)"
+        else:
+            ended = f"stopped at {job['ended_at']} (tidegate was killed while it ran)"
         lines.append(f"{a['model']} {a['partition']}: job pid {job['pid']}, {ended}")
         lines.append(f"  command: {shlex.join(job['command'])}")
         env = " ".join(f"{k}={v}" for k, v in job["environment"].items())

@@ -155,7 +155,8 @@ def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The job of the third day tells the test it runs (over a socket), then waits; the test
-    kills tidegate with SIGKILL, lets the orphaned job go, and resumes the backfill."""
+    kills tidegate with SIGKILL and resumes the backfill, which stops the job left running and
+    runs the day again."""
     marker = project / "killed-once"
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(120)
@@ -169,7 +170,7 @@ def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
         "    compute()  # a complete output, never published: tidegate dies meanwhile\n"
         "    with socket.create_connection(('127.0.0.1', int(os.environ['TEST_PORT']))) as s:\n"
         "        s.sendall(str(os.getpid()).encode())\n"
-        "        s.recv(1)  # until the test lets go\n"
+        "        s.recv(1)  # until it is killed\n"
         "    sys.exit(9)\n"
         "compute()\n",
         env='TEST_PORT = "${TEST_PORT}"',
@@ -185,20 +186,30 @@ def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
     finally:
         backfill.kill()
         backfill.communicate()
-    with job:
-        job.sendall(b"x")  # the orphaned job ends; its output folder is never read
-    listener.close()
+        listener.close()
     assert backfill.returncode == -9
 
     [listed] = document(project, "backfill", "list")["runs"]
     shown = document(project, "show", "run", listed["run_id"])
-    running = [a for a in shown["attempts"] if a["partition"] == "2025-01-03"]
-    assert running[0]["command"]["pid"] == orphan
-    assert running[0]["command"]["exit_code"] is None  # it was running when tidegate died
+    [killed] = [a["command"] for a in shown["attempts"] if a["partition"] == "2025-01-03"]
+    assert killed["pid"] == orphan
+    assert killed["exit_code"] is None and killed["ended_at"] is None  # running as tidegate died
     published_before = daily_oracle(project, "2025-01-01", "2025-01-02")
     assert published(project, "revenue_job") == published_before + daily_oracle(project, DAY, DAY)
+    assert staging_left(project) != []  # the killed run's folder, with the job's output
 
-    resumed = tidegate("backfill", "resume", listed["run_id"], "--project", project, "--json")
+    with job:
+        job.settimeout(120)
+        resumed = tidegate("backfill", "resume", listed["run_id"], "--project", project, "--json")
+        # the resume stopped the job tidegate left running: its end of the socket is closed
+        assert job.recv(1) == b""
     assert resumed.exit_code == 0, resumed.stdout[-3000:]
     expected = daily_oracle(project, "2025-01-01", "2025-01-06") + daily_oracle(project, DAY, DAY)
     assert published(project, "revenue_job") == sorted(expected)
+    assert staging_left(project) == []
+    [stopped] = [
+        a["command"]
+        for a in document(project, "show", "run", listed["run_id"])["attempts"]
+        if a["command"] and a["command"]["pid"] == orphan
+    ]
+    assert stopped["exit_code"] is None and stopped["ended_at"] is not None

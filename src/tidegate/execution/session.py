@@ -12,6 +12,7 @@ from tidegate.domain.model import ModelSpec
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Executor
+from tidegate.execution.orphans import stop_orphaned_jobs
 from tidegate.execution.programs import ProjectStager
 from tidegate.execution.reconcile import Reconciliation, reconcile
 from tidegate.project.loader import Project
@@ -60,6 +61,8 @@ def writer_session(
     engine = open_engine(project, wait)
     try:
         engine.prepare()
-        yield WriterSession(project, engine, state, clock, reconcile(engine, state, clock))
+        recovered = reconcile(engine, state, clock)
+        stop_orphaned_jobs(state, project.root, clock)
+        yield WriterSession(project, engine, state, clock, recovered)
     finally:
         engine.close()

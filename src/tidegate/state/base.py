@@ -190,6 +190,12 @@ class StateStore(Protocol):
     def command(self, attempt_id: str) -> CommandRecord | None:
         """The job a command model ran for an attempt, if it ran one."""
 
+    def unfinished_commands(self) -> dict[str, CommandRecord]:
+        """attempt id → its job, for jobs recorded as started and never as ended."""
+
+    def end_commands(self, attempt_ids: Sequence[str], at: str) -> None:
+        """Record these attempts' jobs as ended (without an exit code: stopped by tidegate)."""
+
     def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None: ...
 
     def record_inputs_many(self, inputs: Mapping[str, Sequence[Input]]) -> None: ...

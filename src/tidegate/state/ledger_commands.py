@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from tidegate.domain.command import CommandRecord
 from tidegate.state.ledger_tables import LedgerTables
@@ -35,15 +36,28 @@ class CommandTables(LedgerTables):
 
     def command(self, attempt_id: str) -> CommandRecord | None:
         row = self._one("SELECT * FROM attempt_commands WHERE attempt_id = ?", (attempt_id,))
-        if row is None:
-            return None
-        return CommandRecord(
-            command=tuple(json.loads(row["command"])),
-            environment=json.loads(row["environment"]),
-            started_at=row["started_at"],
-            pid=row["pid"],
-            exit_code=row["exit_code"],
-            duration_ms=row["duration_ms"],
-            stderr_tail=row["stderr_tail"],
-            ended_at=row["ended_at"],
-        )
+        return None if row is None else _record(row)
+
+    def unfinished_commands(self) -> dict[str, CommandRecord]:
+        rows = self._all("SELECT * FROM attempt_commands WHERE ended_at IS NULL")
+        return {row["attempt_id"]: _record(row) for row in rows}
+
+    def end_commands(self, attempt_ids: Sequence[str], at: str) -> None:
+        with self._tx() as con:
+            con.executemany(
+                "UPDATE attempt_commands SET ended_at = ? WHERE attempt_id = ?",
+                [(at, attempt_id) for attempt_id in attempt_ids],
+            )
+
+
+def _record(row: Any) -> CommandRecord:
+    return CommandRecord(
+        command=tuple(json.loads(row["command"])),
+        environment=json.loads(row["environment"]),
+        started_at=row["started_at"],
+        pid=row["pid"],
+        exit_code=row["exit_code"],
+        duration_ms=row["duration_ms"],
+        stderr_tail=row["stderr_tail"],
+        ended_at=row["ended_at"],
+    )
