@@ -213,3 +213,11 @@ def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
         if a["command"] and a["command"]["pid"] == orphan
     ]
     assert stopped["exit_code"] is None and stopped["ended_at"] is not None
+
+
+def test_a_new_command_version_passes_its_gate(project: Path) -> None:
+    add_command_model(project, "revenue_job", "compute()  # v2\n")
+    run(project, "build")
+    gate = document(project, "validate", "revenue_job", "--partitions", DAY)
+    assert gate["passed"] and gate["partitions"][0]["state"] == "passed"
+    assert staging_left(project) == []

@@ -201,3 +201,30 @@ def test_a_python_model_runs_and_publishes_in_a_postgres_warehouse(tmp_path: Pat
         python = rows(dsn, query.format("daily_revenue_py") + order)
         assert len({row[0] for row in python}) == 4
         assert python == rows(dsn, query.format("daily_revenue") + order)
+
+
+def test_a_new_python_version_passes_its_gate_and_diff_agrees(project: Path) -> None:
+    run(project, "run", "daily_revenue_py", "--partition", "2025-08-01..2025-08-04")
+    add_python_model(
+        project, "daily_revenue_py", PYTHON_MODEL.replace("net_not_above_gross", "net_le_gross")
+    )
+    built = document(project, "build")
+    assert [m["change"] for m in built["models"] if m["model"] == "daily_revenue_py"] == [
+        "modified"
+    ]
+    gate = document(project, "validate", "daily_revenue_py", "--sample", "2")
+    assert gate["passed"] and [p["state"] for p in gate["partitions"]] == ["passed"] * 2
+    compared = document(
+        project,
+        "diff",
+        "daily_revenue_py",
+        "--left",
+        "v1",
+        "--right",
+        "v2",
+        "--partitions",
+        "2025-08-01..2025-08-04",
+    )
+    assert compared["agree"]
+    deployed = document(project, "deploy", "daily_revenue_py")
+    assert deployed["seq"] == 2 and "passed" in deployed["gate"]
