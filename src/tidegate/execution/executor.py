@@ -79,7 +79,8 @@ class Executor:
     upstream_spec: Callable[[str], ModelSpec]
     # a partition whose upstream input is tainted: skipped, or published tainted too
     taint_policy: TaintPolicy = TaintPolicy.BLOCK
-    # how a unit's rows are computed: the SELECT, or the program of a Python or command model
+    # how a unit's rows are computed: the SELECT, or the program of a Python, command or dbt
+    # model
     stager: Stager = field(default_factory=QueryStager)
 
     def execute(
