@@ -5,11 +5,13 @@ job is recorded per attempt with its secrets masked."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from pathlib import Path
 
 import pytest
 
+from tests.faults.backfill_kit import running
 from tests.kit import example_project, spawn, state_dump, tidegate
 from tests.ops.test_json_schemas import validator
 from tests.programs.kit import (
@@ -150,24 +152,21 @@ def test_a_missing_environment_reference_fails_the_attempt(project: Path) -> Non
     assert "${TIDEGATE_TEST_UNSET_VARIABLE} is not set" in failed_reason(project)
 
 
-@pytest.mark.crash
-def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The job of the third day tells the test it runs (over a socket), then waits; the test
-    kills tidegate with SIGKILL and resumes the backfill, which stops the job left running and
-    runs the day again."""
-    marker = project / "killed-once"
+def blocking_job(
+    project: Path, monkeypatch: pytest.MonkeyPatch, when: str, first: str = "pass"
+) -> socket.socket:
+    """Deploy a `revenue_job` whose job, `when` its condition holds, does `first`, writes a
+    complete output, tells the test its process id over the socket returned, and waits there
+    until it is killed; otherwise it computes as usual."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(120)
     add_command_model(
         project,
         "revenue_job",
         "import os, socket\n"
-        f"marker = Path({str(marker)!r})\n"
-        "if ARGS['--start'].startswith('2025-01-03') and not marker.exists():\n"
-        "    marker.touch()\n"
-        "    compute()  # a complete output, never published: tidegate dies meanwhile\n"
+        f"if {when}:\n"
+        f"    {first}\n"
+        "    compute()  # a complete output, never to be published\n"
         "    with socket.create_connection(('127.0.0.1', int(os.environ['TEST_PORT']))) as s:\n"
         "        s.sendall(str(os.getpid()).encode())\n"
         "        s.recv(1)  # until it is killed\n"
@@ -176,9 +175,49 @@ def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
         env='TEST_PORT = "${TEST_PORT}"',
     )
     deploy(project, "revenue_job", force=True)
-    days = ("--partitions", "2025-01-01..2025-01-06", "--batch-size", "1")
-    # the model's env reads TEST_PORT from tidegate's environment (the resume's too)
+    # the model's env reads TEST_PORT from tidegate's environment (a resume's too)
     monkeypatch.setenv("TEST_PORT", str(listener.getsockname()[1]))
+    return listener
+
+
+@pytest.mark.crash
+def test_a_second_ctrl_c_kills_the_running_job_and_publishes_nothing(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = published(project, "revenue_job")
+    listener = blocking_job(project, monkeypatch, "True")
+    with running("backfill", "revenue_job", "--partitions", DAY, "--project", project) as backfill:
+        try:
+            job, _ = listener.accept()
+        finally:
+            listener.close()
+        with job:
+            job.settimeout(120)
+            assert int(job.recv(32)) > 0  # the job runs, and said so
+            backfill.send_signal(signal.SIGINT)  # the first: the batch in flight may finish
+            backfill.wait_for_stderr("stopping after in-flight batches", 60)
+            backfill.send_signal(signal.SIGINT)  # the second: abort it, and its job
+            assert job.recv(1) == b""  # the job's end of the socket closed: it was killed
+        result = backfill.finish(60)
+    assert result.exit_code == 130, result.stderr
+    assert published(project, "revenue_job") == before
+
+
+@pytest.mark.crash
+def test_a_sigkill_of_tidegate_while_the_job_runs_is_recovered_by_resume(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job of the third day tells the test it runs (over a socket), then waits; the test
+    kills tidegate with SIGKILL and resumes the backfill, which stops the job left running and
+    runs the day again."""
+    marker = project / "killed-once"
+    listener = blocking_job(
+        project,
+        monkeypatch,
+        f"ARGS['--start'].startswith('2025-01-03') and not Path({str(marker)!r}).exists()",
+        f"Path({str(marker)!r}).touch()",
+    )
+    days = ("--partitions", "2025-01-01..2025-01-06", "--batch-size", "1")
     backfill = spawn("backfill", "revenue_job", *days, "--project", project)
     try:
         job, _ = listener.accept()  # the third day's job is running
