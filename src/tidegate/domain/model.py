@@ -91,9 +91,9 @@ class ModelKind(str, Enum):
 
 @dataclass(frozen=True)
 class Program:
-    """What runs a model that is not one SELECT (a Python function or an external command),
-    with the digest of every project file it runs: a version executes only while that code is
-    unchanged, so an old version can never run different code under its name."""
+    """What runs a model that is not one SELECT (a Python function, an external command or a
+    dbt model), with the digest of every project file it runs: a version executes only while
+    that code is unchanged, so an old version can never run different code under its name."""
 
     kind: ModelKind
     # the function's name (python), the argument list with {placeholders} (command), or the
