@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -263,6 +264,32 @@ def run_detail(document: dict[str, Any]) -> None:
             a["taint"] or "",
         )
     console.print(table)
+    for line in _command_lines(document["attempts"]):
+        console.print(line, markup=False, highlight=False)
+
+
+def _command_lines(attempts: list[dict[str, Any]]) -> list[str]:
+    """The jobs command models ran, once per job (the attempts of a unit share one)."""
+    lines: list[str] = []
+    shown: set[tuple[str, str]] = set()
+    for a in attempts:
+        job = a["command"]
+        if job is None or (job["started_at"], a["model"]) in shown:
+            continue
+        shown.add((job["started_at"], a["model"]))
+        if job["exit_code"] is not None:
+            ended = f"exit {job['exit_code']} after {job['duration_ms'] / 1000:.1f} s"
+        elif job["ended_at"] is None:
+            ended = "running (or tidegate was killed; its next writer stops the job)"
+        else:
+            ended = f"stopped at {job['ended_at']} (tidegate was killed while it ran)"
+        lines.append(f"{a['model']} {a['partition']}: job pid {job['pid']}, {ended}")
+        lines.append(f"  command: {shlex.join(job['command'])}")
+        env = " ".join(f"{k}={v}" for k, v in job["environment"].items())
+        lines.append(f"  environment: {env}")
+        for text in (job["stderr_tail"] or "").strip().splitlines()[-5:]:
+            lines.append(f"  stderr: {text}")
+    return lines
 
 
 def history(document: dict[str, Any]) -> None:

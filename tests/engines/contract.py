@@ -8,6 +8,7 @@ read back by staging a copy and taking its checksum, so the suite runs unchanged
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -74,6 +75,17 @@ def marker_for(
         checksum=checksum,
         published_at="2025-01-02T00:00:00.000000+00:00",
     )
+
+
+def _typed(column: Column, value: Any) -> Any:
+    """A literal row value as the Python value of the column's type."""
+    if value is None:
+        return None
+    if column.type == "TIMESTAMP":
+        return datetime.fromisoformat(value)
+    if column.type.startswith("DECIMAL"):
+        return Decimal(value)
+    return value
 
 
 class EngineContract:
@@ -232,6 +244,78 @@ class EngineContract:
         with pytest.raises(EngineError):
             ready.stage(self.fresh(), "SELECT CAST('abc' AS BIGINT) AS n", {})
         assert ready.staging_tables() == []
+
+    # Arrow rows in and out (Python and command models) ----------------------------------------
+
+    @staticmethod
+    def arrow_rows(rows: Sequence[Row]) -> Any:
+        import pyarrow as pa
+
+        from tidegate.engines.arrow_types import arrow_type
+
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in EVENT_COLUMNS]
+        return pa.table(
+            {
+                c.name: pa.array(
+                    [_typed(c, v) for v in values],
+                    type=arrow_type(c.type),
+                )
+                for c, values in zip(EVENT_COLUMNS, columns, strict=True)
+            }
+        )
+
+    def test_stage_arrow_holds_the_rows_and_their_types(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage_arrow(staging, self.arrow_rows(DAY1_ROWS))
+        names = [c.name for c in EVENT_COLUMNS]
+        assert ready.checksum(staging, names) == self.rows_content(ready, DAY1_ROWS)
+        assert [(c.name, c.type) for c in ready.staging_columns(staging)] == [
+            (c.name, c.type) for c in EVENT_COLUMNS
+        ]
+        assert ready.staging_tables() == [staging]
+
+    def test_stage_arrow_reads_a_reader_batch_by_batch(self, ready: Engine) -> None:
+        import pyarrow as pa
+
+        table = self.arrow_rows([*DAY1_ROWS, *DAY2_ROWS])
+        reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=2))
+        staging = self.fresh()
+        ready.stage_arrow(staging, reader)
+        names = [c.name for c in EVENT_COLUMNS]
+        assert ready.checksum(staging, names) == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
+
+    def test_stage_arrow_of_no_rows(self, ready: Engine) -> None:
+        staging = self.fresh()
+        ready.stage_arrow(staging, self.arrow_rows([]))
+        assert self.measure(ready, staging, "row_count") == 0
+        assert [c.name for c in ready.staging_columns(staging)] == [c.name for c in EVENT_COLUMNS]
+
+    def test_a_failed_stage_arrow_leaves_no_staging_table(self, ready: Engine) -> None:
+        import pyarrow as pa
+
+        table = self.arrow_rows(DAY1_ROWS)
+
+        def batches() -> Iterator[Any]:
+            yield from table.to_batches(max_chunksize=1)
+            raise pa.ArrowInvalid("the job's file ends midway")
+
+        reader = pa.RecordBatchReader.from_batches(table.schema, batches())
+        with pytest.raises((EngineError, pa.ArrowInvalid)):
+            ready.stage_arrow(self.fresh(), reader)
+        assert ready.staging_tables() == []
+
+    def test_read_arrow_reads_the_window_with_bound_values(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, DAY2_ROWS, DAY2)
+        window = ready.read_arrow("events", "ts", bound_values(DAY2))
+        assert sorted(window.column("id").to_pylist()) == [4, 5]
+        assert window.schema.names == [c.name for c in EVENT_COLUMNS]
+        whole = ready.read_arrow("events", None, bound_values(DAY2))
+        assert sorted(whole.column("id").to_pylist()) == [1, 2, 3, 4, 5]
+        staging = self.fresh()
+        ready.stage_arrow(staging, window)
+        names = [c.name for c in EVENT_COLUMNS]
+        assert ready.checksum(staging, names) == self.rows_content(ready, DAY2_ROWS)
 
     # measure -----------------------------------------------------------------------------------
 

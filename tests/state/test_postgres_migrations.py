@@ -92,7 +92,8 @@ def schema() -> Iterator[str]:
 def test_both_ledgers_have_the_same_migration_numbers() -> None:
     numbers = [n for n, _ in sqlite.migrations()]
     assert [n for n, _ in postgres_migrate.migrations()] == numbers
-    assert numbers == list(range(1, len(numbers) + 1))
+    # increasing and unique; a number may be missing while it is reserved on another branch
+    assert numbers == sorted(set(numbers)) and numbers[0] == 1
     assert postgres_migrate.SCHEMA_VERSION == sqlite.SCHEMA_VERSION
 
 

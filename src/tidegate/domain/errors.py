@@ -60,3 +60,8 @@ class EngineError(OperationFailed):
 class FencedError(EngineError):
     """A publish carried a lease's fencing token older than the batch's fence: another worker
     holds the batch now, and nothing was published."""
+
+
+class ModelError(OperationFailed):
+    """A model's own code failed (a Python model's function, a command model's job), or what it
+    returned does not fit the model's contract; its attempt fails and nothing is published."""

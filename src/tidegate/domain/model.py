@@ -80,6 +80,48 @@ class Source:
     min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
 
 
+class ModelKind(str, Enum):
+    """What computes a model's rows."""
+
+    SQL = "sql"  # one SELECT, run by the warehouse
+    PYTHON = "python"  # a decorated function returning Arrow rows or a data frame
+    COMMAND = "command"  # an external job writing Parquet files for tidegate to stage
+    DBT = "dbt"  # a model of a dbt project, run by tidegate's dbt into Parquet files
+
+
+@dataclass(frozen=True)
+class Program:
+    """What runs a model that is not one SELECT (a Python function, an external command or a
+    dbt model), with the digest of every project file it runs: a version executes only while
+    that code is unchanged, so an old version can never run different code under its name."""
+
+    kind: ModelKind
+    # the function's name (python), the argument list with {placeholders} (command), or the
+    # dbt project's folder and the model (dbt)
+    entry: tuple[str, ...]
+    # (project-relative path, sha256) of the files the model runs
+    files: tuple[tuple[str, str], ...] = ()
+    # (package, version) declared by a Python model
+    packages: tuple[tuple[str, str], ...] = ()
+    # (name, value) of a command's environment; values may hold ${VARIABLE} references
+    env: tuple[tuple[str, str], ...] = ()
+    timeout_seconds: float | None = None
+    # the commit of the repository holding the code, when it is in one (dbt)
+    revision: str | None = None
+
+    def config(self) -> dict[str, Any]:
+        """What takes part in the fingerprint: the code and how it is invoked; the values of
+        the environment stay out (they may be secrets, and differ between machines)."""
+        return {
+            "kind": self.kind.value,
+            "entry": list(self.entry),
+            "files": [list(f) for f in self.files],
+            "packages": [list(p) for p in self.packages],
+            "env": [name for name, _ in self.env],
+            **({"revision": self.revision} if self.revision else {}),
+        }
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A model as declared in its file: what the Build stage snapshots into a version."""
@@ -101,6 +143,12 @@ class ModelSpec:
     upstream: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     reconciliations: tuple[Reconciliation, ...] = ()
+    # None: an SQL model (`sql` is its SELECT)
+    program: Program | None = None
+
+    @property
+    def kind(self) -> ModelKind:
+        return ModelKind.SQL if self.program is None else self.program.kind
 
     def first_partition(self) -> PartitionKey | None:
         if self.start is None:
@@ -174,6 +222,7 @@ class ModelSpec:
                 if self.reconciliations
                 else {}
             ),
+            **({"program": self.program.config()} if self.program else {}),
         }
 
 

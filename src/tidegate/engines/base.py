@@ -151,6 +151,19 @@ class Engine(Protocol):
         Not idempotent (the staging name must be new); a failure leaves no staging table.
         """
 
+    def stage_arrow(self, staging: str, data: Any) -> None:
+        """A fresh staging table holding Arrow rows — a pyarrow.Table, or a
+        pyarrow.RecordBatchReader read batch by batch (memory holds one batch, not the whole) —
+        with the columns and types of their schema (arrow_types.column_type).
+
+        Not idempotent (the staging name must be new); a failure leaves no staging table.
+        """
+
+    def read_arrow(self, table: str, time_column: str | None, bounds: Mapping[str, Any]) -> Any:
+        """The rows of a published or source table as a pyarrow.Table: those in the
+        $start/$end window of `time_column` (bound as values, never pasted into SQL), or every
+        row when it is None. Read-only."""
+
     def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
         """Columns of a staging table with their types and whether NULLs occur (without
         `count_nulls`, only the types: every column reads as holding none). Read-only."""

@@ -120,6 +120,22 @@ class DuckDBEngine(DuckDBPublish):
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return [_column(r[0], r[1], True) for r in rows]
 
+    def stage_arrow(self, staging: str, data: Any) -> None:
+        # the rows reach DuckDB as a registered Arrow scan: a reader is consumed batch by batch
+        view = f"{staging}__arrow"
+        self._con.register(view, data)
+        try:
+            self.stage(staging, sql.select_all(sql.table(view)), {})
+        finally:
+            self._con.unregister(view)
+
+    def _fetch_arrow(self, statement: str, params: Params) -> Any:
+        # a relation hands its rows over as Arrow without the copy a DB-API result makes
+        try:
+            return self._con.sql(statement, params=params).to_arrow_table()
+        except duckdb.Error as error:
+            raise EngineError(f"duckdb: {str(error).splitlines()[0]}") from error
+
     def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
         source = sql.staged(staging)
         described = self._run(

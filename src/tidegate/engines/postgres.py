@@ -136,6 +136,42 @@ class PostgresEngine(PostgresPublish):
         cursor = self._run(pg.probe_query(sql_text), dict(bounds))
         return [_column(c.name, c.type_display, True) for c in cursor.description or ()]
 
+    def stage_arrow(self, staging: str, data: Any) -> None:
+        import pyarrow as pa
+
+        from tidegate.engines.arrow_types import column_type
+
+        reader = data.to_reader() if isinstance(data, pa.Table) else data
+        columns = [Column(f.name, column_type(f.type), True) for f in reader.schema]
+        target = pg.staged(staging)
+        try:
+            # one transaction: a failure midway leaves no staging table
+            with self._con.transaction():
+                self._run(pg.create_staging_table(target, columns))
+                copy_in = pg.copy_in(target, [c.name for c in columns])
+                with self._con.cursor().copy(copy_in) as copy:
+                    for batch in reader:
+                        for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+                            copy.write_row(row)
+        except psycopg.Error as error:
+            raise EngineError(f"postgres: {_first_line(error)}") from error
+
+    def _fetch_arrow(self, statement: str, params: Params) -> Any:
+        import pyarrow as pa
+
+        from tidegate.engines.arrow_types import arrow_type
+
+        cursor = self._run(statement, params)
+        rows = cursor.fetchall()
+        names = [c.name for c in cursor.description or ()]
+        types = [arrow_type(pg.canonical_type(c.type_display)) for c in cursor.description or ()]
+        return pa.table(
+            {
+                name: pa.array([row[i] for row in rows], type=types[i])
+                for i, name in enumerate(names)
+            }
+        )
+
     def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
         described = self.table_columns(pg.staging_name(staging), pg.STAGING_SCHEMA) or []
         names = [c.name for c in described]

@@ -100,6 +100,13 @@ class SqlEngine(ABC):
         """What follows a committed publish."""
 
     @abstractmethod
+    def _fetch_arrow(self, statement: str, params: Params) -> Any:
+        """What a statement returns, as a pyarrow.Table."""
+
+    @abstractmethod
+    def stage_arrow(self, staging: str, data: Any) -> None: ...
+
+    @abstractmethod
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None: ...
 
     @abstractmethod
@@ -137,6 +144,18 @@ class SqlEngine(ABC):
         except EngineError:
             self.drop_staging(staging)
             raise
+
+    def read_arrow(self, table: str, time_column: str | None, bounds: Mapping[str, Any]) -> Any:
+        statement = self._statement(
+            ("read", table, time_column),
+            lambda: sql.select_all(
+                sql.table(table),
+                None if time_column is None else sql.partition_predicate(time_column, False),
+                self.flavor,
+            ),
+        )
+        values = self._bind(bounds, statement) if time_column is not None else {}
+        return self._fetch_arrow(statement, values)
 
     def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int | None:
         statement = sql.check_measure(check, self._staged(staging), self.flavor)

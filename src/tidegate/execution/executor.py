@@ -26,7 +26,7 @@ from tidegate.domain.taint import TaintPolicy
 from tidegate.engines.base import CommitMarker, Engine, Fence, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
-from tidegate.execution.unit import Computed, ReadFrom, Unit, compute
+from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
 from tidegate.state.base import StateStore
 
 STOP_POLL_SECONDS = 0.5
@@ -83,6 +83,9 @@ class Executor:
     upstream_spec: Callable[[str], ModelSpec]
     # a partition whose upstream input is tainted: skipped, or published tainted too
     taint_policy: TaintPolicy = TaintPolicy.BLOCK
+    # how a unit's rows are computed: the SELECT, or the program of a Python, command or dbt
+    # model
+    stager: Stager = field(default_factory=QueryStager)
     # prefixes this process's staging tables: workers sharing a warehouse stage side by side
     staging_prefix: str = ""
     # keep the slots' engine handles from one execute to the next (a worker's batches)
@@ -109,6 +112,7 @@ class Executor:
                 pool.shutdown(wait=False, cancel_futures=True)
                 for handle in opened:
                     handle.interrupt()
+                self.stager.interrupt()
                 raise
         return report
 
@@ -275,6 +279,7 @@ class Executor:
                         read_from,
                         self._staged,
                         self.staging_prefix + _staging(spec, slot, n),
+                        self.stager,
                     )
                 )
                 for n, unit in enumerate(units)

@@ -12,6 +12,8 @@ from tidegate.domain.model import ModelSpec
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Executor
+from tidegate.execution.orphans import stop_orphaned_jobs
+from tidegate.execution.programs import ProjectStager
 from tidegate.execution.reconcile import Reconciliation, reconcile
 from tidegate.project.loader import Project
 from tidegate.state.base import StateStore
@@ -42,7 +44,14 @@ class WriterSession:
             self.project.sources,
             self.active_spec,
             self.project.settings.taint.downstream,
+            self.stager(timer),
         )
+
+    def stager(self, timer: Timer, record: bool = True) -> ProjectStager:
+        """The stager of the project's models; `record`: the jobs of command models are
+        recorded with the attempts they ran for."""
+        ledger = self.state if record else None
+        return ProjectStager(self.project.root, ledger, self.clock, timer)
 
 
 @contextmanager
@@ -52,6 +61,8 @@ def writer_session(
     engine = open_engine(project, wait)
     try:
         engine.prepare()
-        yield WriterSession(project, engine, state, clock, reconcile(engine, state, clock))
+        recovered = reconcile(engine, state, clock)
+        stop_orphaned_jobs(state, project.root, clock)
+        yield WriterSession(project, engine, state, clock, recovered)
     finally:
         engine.close()

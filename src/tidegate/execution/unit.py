@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import EngineError, ModelError
 from tidegate.domain.model import Column, ModelSpec, Version
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.reconciliation import ReconciliationResult, compare
@@ -54,6 +55,46 @@ class Unit:
         return window_bounds(self.window.start, self.window.end)
 
 
+class Stager(Protocol):
+    """Computes a unit's rows into a fresh staging table: the model's SELECT in the warehouse,
+    or its program (see execution/programs.py). Raises EngineError or ModelError when it
+    cannot; leaves no staging table then."""
+
+    def stage(
+        self,
+        engine: Engine,
+        version: Version,
+        unit: Unit,
+        staging: str,
+        inputs: Mapping[str, ReadFrom],
+    ) -> None: ...
+
+    def interrupt(self) -> None:
+        """Stop the programs running for units now (a second Ctrl-C)."""
+
+
+class QueryStager:
+    """Stages SQL models only: the warehouse runs the SELECT."""
+
+    def stage(
+        self,
+        engine: Engine,
+        version: Version,
+        unit: Unit,
+        staging: str,
+        inputs: Mapping[str, ReadFrom],
+    ) -> None:
+        if version.spec.program is not None:
+            raise ModelError(
+                f"{version.model} is a {version.spec.kind.value} model, which runs only in a "
+                "project's writer session"
+            )
+        engine.stage(staging, version.sql, unit.bounds(version.spec))
+
+    def interrupt(self) -> None:
+        """An SQL statement is interrupted through its engine handle."""
+
+
 @dataclass(frozen=True)
 class Computed:
     unit: Unit
@@ -83,6 +124,7 @@ def compute(
     read_from: Mapping[str, ReadFrom],
     on_staged: Callable[[Unit], None],
     staging: str,
+    stager: Stager,
 ) -> Computed:
     """Stage the unit's rows into `staging`, audit, checksum and reconcile them. Never
     publishes."""
@@ -90,7 +132,7 @@ def compute(
     bounds = unit.bounds(spec)
     try:
         engine.drop_staging(staging)  # left by a unit that failed to drop it
-        engine.stage(staging, version.sql, bounds)
+        stager.stage(engine, version, unit, staging, read_from)
         on_staged(unit)
         crash_point("after_stage")
         if spec.keys:
@@ -104,7 +146,7 @@ def compute(
         if not contract.passed:
             return _refused(unit, staging, contract)
         return _compute_window(engine, spec, staging, bounds, unit, read_from, types)
-    except EngineError as error:
+    except (EngineError, ModelError) as error:
         engine.drop_staging(staging)
         return Computed(unit, staging, error=str(error))
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import platform
+import shlex
 import subprocess
 from dataclasses import dataclass
 from importlib import metadata
@@ -11,7 +13,14 @@ from pathlib import Path
 from tidegate import __version__
 from tidegate.domain.clock import stamp
 from tidegate.domain.fingerprint import column_fingerprint, fingerprint, read_fingerprint, short
-from tidegate.domain.model import ChangeKind, ModelSpec, Version, classify_change
+from tidegate.domain.model import (
+    ChangeKind,
+    ModelKind,
+    ModelSpec,
+    Program,
+    Version,
+    classify_change,
+)
 from tidegate.ops.context import Context
 from tidegate.project.config import PROJECT_FILE
 from tidegate.project.loader import MODELS_DIR, Project
@@ -68,12 +77,36 @@ def _source_defs(project: Project, spec: ModelSpec) -> dict[str, str]:
 
 
 def snapshot(project: Project, spec: ModelSpec, upstream: dict[str, str]) -> tuple[str, str]:
-    """(fingerprint, rendered SQL) of a model given what it reads of each upstream model
-    (`read_fingerprint`s)."""
+    """(fingerprint, rendered definition) of a model given what it reads of each upstream model
+    (`read_fingerprint`s). The definition of an SQL model is its SQL as executed; of a Python
+    model its module's source; of a command model its command line. A program's code enters
+    the fingerprint through the digests of its files, in its config."""
+    config = {"model": spec.name, **spec.config(), "sources": _source_defs(project, spec)}
+    if spec.program is not None:
+        definition = _definition(project, spec, spec.program)
+        return fingerprint("", config, upstream), definition
     query = parse_query(spec.sql)
     physical = {name: project.sources[name].table for name in spec.sources}
-    config = {"model": spec.name, **spec.config(), "sources": _source_defs(project, spec)}
     return fingerprint(normalized(query), config, upstream), render(query, physical)
+
+
+def _definition(project: Project, spec: ModelSpec, program: Program) -> str:
+    """What a version shows of a program: a Python model's module, a dbt model's SQL, a
+    command's line."""
+    if program.kind is ModelKind.PYTHON:
+        return (project.root / spec.path).read_text()
+    if program.kind is ModelKind.DBT:
+        name = f"{program.entry[1]}.sql"
+        return next((project.root / p).read_text() for p, _ in program.files if p.endswith(name))
+    return shlex.join(program.entry)
+
+
+def columns_read_by(spec: ModelSpec, tables: dict[str, dict[str, str]]) -> dict[str, set[str]]:
+    """The columns `spec` reads of each of `tables` (name → column → type) it reads: found in
+    an SQL model's SELECT; a program may read any column of what it declares."""
+    if spec.program is not None:
+        return {name: set(columns) for name, columns in tables.items() if name in spec.upstream}
+    return columns_read(parse_query(spec.sql), tables)
 
 
 def reads(project: Project, spec: ModelSpec) -> dict[str, set[str]]:
@@ -81,7 +114,7 @@ def reads(project: Project, spec: ModelSpec) -> dict[str, set[str]]:
     tables = {
         parent: {c.name: c.type for c in project.models[parent].columns} for parent in spec.upstream
     }
-    return columns_read(parse_query(spec.sql), tables)
+    return columns_read_by(spec, tables)
 
 
 def column_fingerprints(
@@ -94,7 +127,13 @@ def column_fingerprints(
         "keys": list(spec.keys),
         "sources": _source_defs(project, spec),
     }
-    definitions = column_definitions(parse_query(spec.sql), [c.name for c in spec.columns])
+    names = [c.name for c in spec.columns]
+    definitions = (
+        # any change to a program's code may change any of its columns
+        dict.fromkeys(names, json.dumps(spec.program.config(), sort_keys=True))
+        if spec.program is not None
+        else column_definitions(parse_query(spec.sql), names)
+    )
     return {
         c.name: column_fingerprint(definitions[c.name], c.type, partitioning, upstream)
         for c in spec.columns

@@ -10,11 +10,10 @@ from tidegate.domain.clock import stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.gate import deploy_decision
 from tidegate.domain.model import Version, broken_columns
+from tidegate.ops.build import columns_read_by
 from tidegate.ops.context import Context
 from tidegate.ops.preflight import preflight
 from tidegate.ops.schedule import next_due
-from tidegate.sql.lineage import columns_read
-from tidegate.sql.model_sql import parse_query
 from tidegate.state.base import Event
 
 
@@ -101,7 +100,7 @@ def _affected_readers(ctx: Context, version: Version) -> dict[str, list[str]]:
         read: set[str] = set()
         for reader in readers:
             if version.model in reader.upstream:
-                read |= columns_read(parse_query(reader.sql), schema).get(version.model, set())
+                read |= columns_read_by(reader, schema).get(version.model, set())
         if read & broken:
             affected[name] = sorted(read & broken)
     return affected

@@ -39,6 +39,7 @@ from tidegate.domain.run import Attempt, Run
 from tidegate.engines.base import Fence
 from tidegate.engines.factory import SHARED_HINT, open_engine, shares_writes, tell
 from tidegate.execution.executor import NO_STOP_LOSS, Executor, Options, Outcome, Report
+from tidegate.execution.programs import ProjectStager
 from tidegate.execution.reconcile import settle_left
 from tidegate.ops import backfill
 from tidegate.ops.announce import Published, announce, announce_start
@@ -320,6 +321,8 @@ def work(
         ctx.project.sources,
         _active_spec(ctx),
         ctx.project.settings.taint.downstream,
+        # jobs of command models run on this machine, recorded with their attempts
+        ProjectStager(ctx.project.root, ctx.state, ctx.clock, timer),
         staging_prefix=f"w{uuid.uuid4().hex[:6]}_",
         keep_handles=True,
     )

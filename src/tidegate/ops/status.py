@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from tidegate.domain.command import CommandRecord
 from tidegate.domain.errors import UsageError
 from tidegate.domain.ids import looks_like_run_id
 from tidegate.domain.model import ModelSpec, Version
@@ -269,6 +270,7 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
                 ],
                 "reconciliations": _reconciliation_docs(ctx, attempt.attempt_id),
                 "taint": tainted.get(attempt.attempt_id),
+                "command": _command_doc(ctx.state.command(attempt.attempt_id)),
             }
         )
     return {
@@ -287,6 +289,21 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
         "plan": json.loads(found.plan) if found.plan else None,
         "plan_hash": found.plan_hash,
         "attempts": attempts,
+    }
+
+
+def _command_doc(record: CommandRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    return {
+        "command": list(record.command),
+        "environment": dict(record.environment),
+        "pid": record.pid,
+        "exit_code": record.exit_code,
+        "duration_ms": record.duration_ms,
+        "stderr_tail": record.stderr_tail,
+        "started_at": record.started_at,
+        "ended_at": record.ended_at,
     }
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain.checks import CheckResult
-from tidegate.domain.clock import stamp
+from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import UsageError
 from tidegate.domain.gate import Gate, inputs_digest, is_flaky, sample
 from tidegate.domain.ids import new_gate_id
@@ -182,6 +182,8 @@ def shadow_run(
         reading_of(spec, sources, session.active_spec),
         lambda _: None,
         staging,
+        # a shadow run has no attempts in the ledger: a job it runs is not recorded
+        session.stager(SystemTimer(), record=False),
     )
     checks = tuple(computed.checks.get(partition.start, ()))
     reconciliations = tuple(computed.reconciliations.get(partition.start, ()))

@@ -18,6 +18,7 @@ from tidegate.domain.model import (
     CheckSpec,
     Column,
     ModelSpec,
+    Program,
     Reconciliation,
     Severity,
     Source,
@@ -32,7 +33,9 @@ from tidegate.project.config import (
     read_project_file,
     sources_of,
 )
-from tidegate.project.model_file import ModelFile, read_model_file
+from tidegate.project.model_file import ModelFile, ProgramHeader, read_model_file
+from tidegate.project.python_model import read_python_model
+from tidegate.project.toml_model import read_toml_model
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
@@ -48,6 +51,7 @@ from tidegate.sql.model_sql import (
 from tidegate.sql.statements import is_time_type, query_check_problem
 
 MODELS_DIR = "models"
+MODEL_SUFFIXES = (".sql", ".py", ".toml")
 # Words a model may not be called: they are subcommands, or would read as one.
 RESERVED_NAMES = frozenset({"resume", "stop", "list", "all", "status", "show", "run"})
 
@@ -78,14 +82,13 @@ class Project:
 def load_project(root: Path) -> Project:
     settings = read_project_file(root)
     sources = sources_of(settings)
-    folder = root / MODELS_DIR
-    files = sorted(folder.glob("*.sql")) if folder.is_dir() else []
+    files = model_files_of(root)
     names = {f.stem for f in files}
     models: dict[str, ModelSpec] = {}
     model_files: dict[str, ModelFile] = {}
     for file in files:
-        model_file = read_model_file(str(file.relative_to(root)), file.read_text())
-        spec = _build_spec(model_file, file.stem, sources, names)
+        model_file, program = _read(root, file)
+        spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
     for consumer in settings.consumers:
         if consumer.model not in models:
@@ -100,9 +103,46 @@ def load_project(root: Path) -> Project:
     except CycleError as error:
         first, second = error.cycle[0], error.cycle[1]
         model_file = model_files[first]
-        line = _table_line(model_file, second, parse_query(model_file.sql))
+        line = (
+            model_file.header_line("upstream")
+            if isinstance(model_file.header, ProgramHeader)
+            else _table_line(model_file, second, parse_query(model_file.sql))
+        )
         raise ConfigError(model_file.path, str(error), line) from None
     return Project(root, settings, sources, models, tuple(order))
+
+
+def model_files_of(root: Path) -> list[Path]:
+    """The model files of a project: `.sql`, `.toml` (command or dbt) and `.py` (Python; those
+    whose name starts with `_` are helper modules, not models). One file per model name."""
+    folder = root / MODELS_DIR
+    if not folder.is_dir():
+        return []
+    files = sorted(
+        f
+        for f in folder.iterdir()
+        if f.is_file()
+        and f.suffix in MODEL_SUFFIXES
+        and not (f.suffix == ".py" and f.name.startswith("_"))
+    )
+    seen: dict[str, Path] = {}
+    for file in files:
+        if file.stem in seen:
+            raise ConfigError(
+                file.relative_to(root).as_posix(),
+                f"model {file.stem!r} is declared twice: also by {seen[file.stem].name}",
+                1,
+            )
+        seen[file.stem] = file
+    return files
+
+
+def _read(root: Path, file: Path) -> tuple[ModelFile, Program | None]:
+    if file.suffix == ".py":
+        return read_python_model(root, file)
+    if file.suffix == ".toml":
+        return read_toml_model(root, file)
+    return read_model_file(str(file.relative_to(root)), file.read_text()), None
 
 
 def _check_name(name: str, path: str, sources: dict[str, Source]) -> None:
@@ -323,7 +363,11 @@ def _bounds_problem(params: dict[str, Any], low: str, high: str) -> tuple[str, s
 
 
 def _build_spec(
-    model: ModelFile, name: str, sources: dict[str, Source], model_names: set[str]
+    model: ModelFile,
+    name: str,
+    sources: dict[str, Source],
+    model_names: set[str],
+    program: Program | None,
 ) -> ModelSpec:
     _check_name(name, model.path, sources)
     header = model.header
@@ -366,7 +410,11 @@ def _build_spec(
             f'schedule: {header.schedule!r} is not a cron expression (e.g. "0 2 * * *", UTC)',
             model.header_line("schedule"),
         )
-    reads = _reads(model, sources, model_names, header.grain)
+    reads = (
+        _declared_reads(model, name, sources, model_names)
+        if program is not None
+        else _reads(model, sources, model_names, header.grain)
+    )
     reconciliations = _reconciliations(model, reads)
     checks = _checks(model, columns, partition_column, reads, sources)
     return ModelSpec(
@@ -386,7 +434,29 @@ def _build_spec(
         upstream=tuple(sorted(t for t in reads if t in model_names)),
         sources=tuple(sorted(t for t in reads if t in sources)),
         reconciliations=reconciliations,
+        program=program,
     )
+
+
+def _declared_reads(
+    model: ModelFile, name: str, sources: dict[str, Source], model_names: set[str]
+) -> set[str]:
+    """What a program model declares it reads: upstream models and sources that exist."""
+    header = model.header
+    if not isinstance(header, ProgramHeader):
+        raise TypeError(f"{model.path}: an SQL model's reads are inferred from its SELECT")
+    for field, declared, known, what in (
+        ("upstream", header.upstream, model_names - {name}, "a model of the project"),
+        ("sources", header.sources, set(sources), "a source in tidegate.toml"),
+    ):
+        for table in declared:
+            if table not in known:
+                raise ConfigError(
+                    model.path, f"{field}: {table!r} is not {what}", model.header_line(field)
+                )
+        if len(set(declared)) != len(declared):
+            raise ConfigError(model.path, f"{field}: repeated name", model.header_line(field))
+    return {*header.upstream, *header.sources}
 
 
 def _reads(

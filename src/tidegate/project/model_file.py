@@ -1,10 +1,11 @@
 """Model files: `models/NAME.sql`, a TOML header in a leading `/* tidegate ... */` comment,
-then one SELECT."""
+then one SELECT. The declaration keys are shared with the other kinds of model (Python models'
+decorator, command models' TOML file), which add their own."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -106,8 +107,9 @@ class ReconciliationDecl(_Strict):
     tolerance: float = Field(default=0, ge=0)
 
 
-class ModelHeader(_Strict):
-    kind: Literal["sql"] = "sql"
+class Declaration(_Strict):
+    """What every kind of model declares."""
+
     grain: Grain
     time_column: str | None = None
     key_column: str | None = None
@@ -123,24 +125,90 @@ class ModelHeader(_Strict):
     reconciliations: list[ReconciliationDecl] = []
 
 
+class ModelHeader(Declaration):
+    """An SQL model's header: what it reads is inferred from its SELECT."""
+
+    kind: Literal["sql"] = "sql"
+
+
+class ProgramHeader(Declaration):
+    """A model that is not one SELECT declares what it reads: tidegate cannot infer it."""
+
+    upstream: list[str] = []
+    sources: list[str] = []
+
+
+class PythonHeader(ProgramHeader):
+    kind: Literal["python"] = "python"
+    # installed packages whose versions take part in the fingerprint
+    packages: list[str] = []
+
+
+class CommandHeader(ProgramHeader):
+    kind: Literal["command"] = "command"
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = {}
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class DbtHeader(ProgramHeader):
+    """A model of a dbt project, run by tidegate's own dbt (dbt-duckdb, external
+    materialization into the output folder)."""
+
+    kind: Literal["dbt"]
+    # the dbt project's folder, relative to the tidegate project, and the model to run
+    dbt_project: str = Field(min_length=1)
+    dbt_model: str = Field(min_length=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+Header = TypeVar("Header", bound=Declaration)
+
+
+def validate_header(
+    kind: type[Header],
+    data: dict[str, Any],
+    path: str,
+    text: str,
+    first_line: int,
+    missing_line: int,
+) -> Header:
+    """The declaration validated, or a ConfigError naming the line of the key at fault (found
+    in `text`, the declaration's TOML starting at line `first_line`); a key that is not in the
+    text (missing, or no text at all) points at `missing_line`."""
+    try:
+        return kind.model_validate(data)
+    except ValidationError as error:
+        message, location = toml_errors.describe(error)
+        found = toml_errors.line_of_key(text, location)
+        line = missing_line if found is None else first_line + found - 1
+        raise ConfigError(path, message, line) from None
+
+
 class ModelFile(BaseModel):
     """A model file split into its validated header and its SQL body."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     path: str
-    header: ModelHeader
+    header: Declaration
     header_text: str
     header_first_line: int
     sql: str
     sql_first_line: int
+    # a declaration without TOML text (a Python model's decorator): every key is on this line
+    fixed_line: int | None = None
 
     def header_line(self, *location: str | int) -> int | None:
+        if self.fixed_line is not None:
+            return self.fixed_line
         found = toml_errors.line_of_key(self.header_text, location)
         return None if found is None else self.header_first_line + found - 1
 
     def check_line(self, index: int, key: str) -> int | None:
         """Line of `key` in the `index`-th `[[checks]]` table (or of the table itself)."""
+        if self.fixed_line is not None:
+            return self.fixed_line
         lines = self.header_text.splitlines()
         tables = [n for n, text in enumerate(lines) if re.match(r"^\s*\[\[\s*checks\s*\]\]", text)]
         if index >= len(tables):
@@ -170,14 +238,10 @@ def read_model_file(path: str, text: str) -> ModelFile:
             toml_errors.decode_message(error),
             None if line is None else header_first_line + line - 1,
         ) from None
-    try:
-        header = ModelHeader.model_validate(data)
-    except ValidationError as error:
-        message, location = toml_errors.describe(error)
-        found = toml_errors.line_of_key(body, location)
-        # a missing key has no line of its own: point at the header's `/* tidegate` line
-        line = header_first_line - 1 if found is None else header_first_line + found - 1
-        raise ConfigError(path, message, line) from None
+    # a missing key has no line of its own: point at the header's `/* tidegate` line
+    header = validate_header(
+        ModelHeader, data, path, body, header_first_line, header_first_line - 1
+    )
     sql_first_line = text[: match.end()].count("\n") + 1
     return ModelFile(
         path=path,

@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from tidegate.domain.model import Column
 from tidegate.sql.model_sql import SqlProblem, parse_type
 from tidegate.sql.statements import (
     DIALECT,
@@ -304,6 +305,21 @@ def server_version() -> str:
             exp.Anonymous(
                 this="current_setting", expressions=[exp.Literal.string("server_version")]
             )
+        )
+    )
+
+
+def create_staging_table(target: exp.Table, columns: Sequence[Column]) -> str:
+    """An empty UNLOGGED staging table of the given columns (project dialect types)."""
+    definitions: list[exp.Expr] = [
+        exp.ColumnDef(this=ident(c.name), kind=exp.DataType.build(c.type, dialect=DIALECT))
+        for c in columns
+    ]
+    return render(
+        exp.Create(
+            kind="TABLE",
+            this=exp.Schema(this=target, expressions=definitions),
+            properties=exp.Properties(expressions=[exp.UnloggedProperty()]),
         )
     )
 

@@ -232,6 +232,12 @@ def checksum(
     return flavor.render(select)
 
 
+def select_all(source: exp.Table, where: exp.Expr | None = None, flavor: Flavor = DUCKDB) -> str:
+    """Every column of the rows of `source` (that `where` holds for)."""
+    query = exp.select(exp.Star()).from_(source)
+    return flavor.render(query if where is None else query.where(where))
+
+
 def count_rows(source: exp.Table, where: exp.Expr | None = None, flavor: Flavor = DUCKDB) -> str:
     select = exp.select(exp.Count(this=exp.Star())).from_(source)
     return flavor.render(select.where(where) if where is not None else select)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
+from tidegate.domain.command import CommandRecord
 from tidegate.domain.gate import Gate
 from tidegate.domain.model import Version
 from tidegate.domain.queue import BatchTally, Lease, RunTally
@@ -242,6 +243,18 @@ class StateStore(Protocol):
         idempotent; raises IllegalTransition, changing nothing, if an attempt is not audited."""
 
     def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None: ...
+
+    def record_command(self, attempt_ids: Sequence[str], record: CommandRecord) -> None:
+        """Record (or update) the job a command model ran for these attempts."""
+
+    def command(self, attempt_id: str) -> CommandRecord | None:
+        """The job a command model ran for an attempt, if it ran one."""
+
+    def unfinished_commands(self) -> dict[str, CommandRecord]:
+        """attempt id → its job, for jobs recorded as started and never as ended."""
+
+    def end_commands(self, attempt_ids: Sequence[str], at: str) -> None:
+        """Record these attempts' jobs as ended (without an exit code: stopped by tidegate)."""
 
     def record_inputs(self, attempt_id: str, inputs: Sequence[Input]) -> None: ...
 

@@ -12,7 +12,9 @@ from tidegate.domain.model import (
     ChangeKind,
     CheckSpec,
     Column,
+    ModelKind,
     ModelSpec,
+    Program,
     Reconciliation,
     Severity,
     Version,
@@ -48,8 +50,31 @@ def spec_to_json(spec: ModelSpec) -> str:
                 [r.name, r.source, r.source_expression, r.target_expression, r.tolerance]
                 for r in spec.reconciliations
             ],
+            **({"program": _program_doc(spec.program)} if spec.program else {}),
         },
         sort_keys=True,
+    )
+
+
+def _program_doc(program: Program) -> dict[str, Any]:
+    return {
+        **program.config(),
+        "env": [list(pair) for pair in program.env],
+        "timeout_seconds": program.timeout_seconds,
+    }
+
+
+def _program_from(data: dict[str, Any] | None) -> Program | None:
+    if data is None:
+        return None
+    return Program(
+        kind=ModelKind(data["kind"]),
+        entry=tuple(data["entry"]),
+        files=tuple((path, digest) for path, digest in data["files"]),
+        packages=tuple((name, version) for name, version in data["packages"]),
+        env=tuple((name, value) for name, value in data["env"]),
+        timeout_seconds=data["timeout_seconds"],
+        revision=data.get("revision"),
     )
 
 
@@ -75,6 +100,7 @@ def spec_from_json(text: str) -> ModelSpec:
         upstream=tuple(data["upstream"]),
         sources=tuple(data["sources"]),
         reconciliations=tuple(Reconciliation(*r) for r in data.get("reconciliations", [])),
+        program=_program_from(data.get("program")),
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import psycopg
 
+from tidegate.state.ledger_commands import CommandTables
 from tidegate.state.ledger_gates import GateTables
 from tidegate.state.ledger_runs import RunTables
 from tidegate.state.postgres_attempts import AttemptTables
@@ -24,6 +25,7 @@ from tidegate.state.postgres_tables import PostgresTables
 
 
 class PostgresStateStore(
+    CommandTables,
     GateTables,
     RunTables,
     AttemptTables,

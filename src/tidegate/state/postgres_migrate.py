@@ -44,14 +44,17 @@ def migrate(con: psycopg.Connection[Any], schema: str, where: str) -> None:
         table = con.execute("SELECT to_regclass('schema_migrations')").fetchone()
         if table is None or table[0] is None:
             con.execute(SCHEMA_MIGRATIONS)
-        found = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
-        current = int(found[0]) if found else 0
+        # by the numbers applied, not the highest: a number below it that arrives later (a
+        # migration reserved on another branch) is applied too
+        rows = con.execute("SELECT version FROM schema_migrations").fetchall()
+        applied = {int(r[0]) for r in rows}
+        current = max(applied, default=0)
         if current > SCHEMA_VERSION:
             raise StateStoreError(
                 f"state store {where} has schema v{current}, newer than this tidegate "
                 f"supports (v{SCHEMA_VERSION}); upgrade tidegate"
             )
         for number, script in migrations():
-            if number > current:
+            if number not in applied:
                 con.execute(script)  # several statements: no parameters, one simple query
                 con.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number,))

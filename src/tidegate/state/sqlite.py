@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from tidegate.domain.errors import StateStoreError
+from tidegate.state.ledger_commands import CommandTables
 from tidegate.state.ledger_gates import GateTables
 from tidegate.state.ledger_migrations import numbered_scripts
 from tidegate.state.ledger_runs import RunTables
@@ -30,6 +31,7 @@ SCHEMA_VERSION = max(number for number, _ in migrations())
 
 
 class SQLiteStateStore(
+    CommandTables,
     GateTables,
     RunTables,
     AttemptTables,
@@ -71,15 +73,18 @@ class SQLiteStateStore(
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
         )
-        row = self._con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
-        current = int(row.fetchone()[0])
+        # by the numbers applied, not the highest: a number below it that arrives later (a
+        # migration reserved on another branch) is applied too
+        rows = self._con.execute("SELECT version FROM schema_migrations")
+        applied = {int(r[0]) for r in rows.fetchall()}
+        current = max(applied, default=0)
         if current > SCHEMA_VERSION:
             raise StateStoreError(
                 f"state store {self.path} has schema v{current}, newer than this tidegate "
                 f"supports (v{SCHEMA_VERSION}); upgrade tidegate"
             )
         for number, script in migrations():
-            if number <= current:
+            if number in applied:
                 continue
             with self._tx() as con:
                 for statement in script.split(";\n"):

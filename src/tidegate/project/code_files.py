@@ -1,0 +1,25 @@
+"""The project files a program model runs, by digest: a version runs only the code it was
+built from."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from tidegate.domain.errors import ModelError
+
+Digests = tuple[tuple[str, str], ...]
+
+
+def digest(file: Path) -> str:
+    return hashlib.sha256(file.read_bytes()).hexdigest()
+
+
+def require_unchanged(built: Digests, current: Digests) -> None:
+    """Raise ModelError naming the files that differ from those the version was built from."""
+    changed = sorted({path for path, _ in set(current) ^ set(built)})
+    if changed:
+        raise ModelError(
+            f"{', '.join(changed)} changed since this version was built; a version runs only "
+            "the code it was built from (restore it, or `tidegate build` and deploy anew)"
+        )

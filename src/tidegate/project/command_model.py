@@ -1,0 +1,90 @@
+"""Command models: `models/NAME.toml`, the shared declaration keys plus the command that
+computes the rows, its environment and timeout.
+
+```toml
+grain = "day"
+time_column = "order_date"
+sources = ["orders"]
+command = ["python", "jobs/revenue.py", "--start", "{start}", "--output", "{output}"]
+timeout_seconds = 600
+env = { WAREHOUSE_TOKEN = "${REVENUE_TOKEN}" }
+```
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from tidegate.domain.errors import ConfigError
+from tidegate.domain.model import ModelKind, Program
+from tidegate.domain.partitions import Grain
+from tidegate.project.code_files import Digests, digest
+from tidegate.project.config import IDENTIFIER
+from tidegate.project.model_file import CommandHeader, ModelFile, validate_header
+
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# ${NAME}: the value of an environment variable of tidegate's own environment
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ALWAYS = ("output", "inputs", "model", "python")
+
+
+def command_model(
+    root: Path, path: str, text: str, data: dict[str, Any]
+) -> tuple[ModelFile, Program]:
+    """A command model's declaration (`text`, parsed as `data`) and program."""
+    header = validate_header(CommandHeader, data, path, text, 1, 1)
+    model = ModelFile(
+        path=path, header=header, header_text=text, header_first_line=1, sql="", sql_first_line=1
+    )
+    _check_placeholders(model, header)
+    for name, value in header.env.items():
+        if not IDENTIFIER.match(name):
+            raise ConfigError(
+                path, f"env: {name!r} is not a variable name", model.header_line("env", name)
+            )
+        if "$" in REFERENCE.sub("", value):
+            raise ConfigError(
+                path,
+                f"env.{name}: a `$` starts a reference written ${{NAME}}",
+                model.header_line("env", name),
+            )
+    program = Program(
+        kind=ModelKind.COMMAND,
+        entry=tuple(header.command),
+        files=referenced_files(root, header.command),
+        env=tuple(sorted(header.env.items())),
+        timeout_seconds=header.timeout_seconds,
+    )
+    return model, program
+
+
+def allowed_placeholders(grain: Grain) -> tuple[str, ...]:
+    return (*ALWAYS, *(("key",) if grain is Grain.KEY else ("start", "end")))
+
+
+def _check_placeholders(model: ModelFile, header: CommandHeader) -> None:
+    allowed = allowed_placeholders(header.grain)
+    for argument in header.command:
+        for name in PLACEHOLDER.findall(argument):
+            if name not in allowed:
+                hint = ", ".join(f"{{{a}}}" for a in allowed)
+                raise ConfigError(
+                    model.path,
+                    f"command: {{{name}}} is not a placeholder here (use {hint})",
+                    model.header_line("command"),
+                )
+
+
+def referenced_files(root: Path, command: list[str] | tuple[str, ...]) -> Digests:
+    """(path, sha256) of the project files the command's arguments name (its script, say)."""
+    base = root.resolve()
+    found: dict[str, str] = {}
+    for argument in command:
+        if PLACEHOLDER.search(argument) or not argument or argument.startswith("-"):
+            continue
+        candidate = (root / argument).resolve()
+        if candidate.is_file() and candidate.is_relative_to(base):
+            found[candidate.relative_to(base).as_posix()] = digest(candidate)
+    return tuple(sorted(found.items()))

@@ -1,0 +1,28 @@
+"""Models declared in a TOML file, `models/NAME.toml`: a command model, or a dbt model
+(`kind = "dbt"`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tidegate.domain.errors import ConfigError
+from tidegate.domain.model import Program
+from tidegate.project import toml_errors
+from tidegate.project.command_model import command_model
+from tidegate.project.dbt_model import dbt_model
+from tidegate.project.model_file import ModelFile
+
+
+def read_toml_model(root: Path, file: Path) -> tuple[ModelFile, Program]:
+    path = file.relative_to(root).as_posix()
+    text = file.read_text()
+    try:
+        data: dict[str, Any] = toml_errors.loads(text)
+    except toml_errors.TOMLDecodeError as error:
+        raise ConfigError(
+            path, toml_errors.decode_message(error), toml_errors.decode_line(error)
+        ) from None
+    if data.get("kind") == "dbt":
+        return dbt_model(root, path, text, data)
+    return command_model(root, path, text, data)
