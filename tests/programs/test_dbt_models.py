@@ -27,14 +27,19 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield project
 
 
-def test_a_dbt_model_computes_a_batch_in_one_run_and_is_recorded(project: Path) -> None:
-    week = ("--partitions", "2025-02-01..2025-02-07", "--batch-size", "7")
-    done = document(project, "backfill", "revenue_dbt", *week)
-    assert done["status"] == "succeeded" and done["published"] == 7
-    assert published(project, "revenue_dbt") == daily_oracle(project, "2025-02-01", "2025-02-07")
+def test_a_dbt_model_equals_the_sql_one_for_a_month_one_run_per_batch(project: Path) -> None:
+    month = ("--partitions", "2025-02-01..2025-02-28", "--batch-size", "14")
+    done = document(project, "backfill", "revenue_dbt", *month)
+    assert done["status"] == "succeeded" and done["published"] == 28
+    sql = document(project, "backfill", "daily_revenue", *month)
+    assert sql["status"] == "succeeded"
+    dbt_rows = published(project, "revenue_dbt")
+    assert dbt_rows == published(project, "daily_revenue")
+    assert dbt_rows == daily_oracle(project, "2025-02-01", "2025-02-28")
+    assert len({row[0] for row in dbt_rows}) == 28
     shown = document(project, "show", "run", done["run_id"])
     jobs = {a["command"]["started_at"] for a in shown["attempts"]}
-    assert len(jobs) == 1  # the seven days, one dbt invocation
+    assert len(jobs) == 2  # fourteen days per dbt invocation
     command = shown["attempts"][0]["command"]
     assert command["exit_code"] == 0
     assert command["command"][1:2] == ["run"] and "revenue" not in command["command"][0]
