@@ -25,7 +25,7 @@ from tests.distributed.kit import (
     shared_project,
     worker,
 )
-from tests.engines.postgres_kit import fresh_database, rows
+from tests.engines.postgres_kit import admin, fresh_database, rows
 from tests.faults.ledger import wait_until
 from tests.kit import example_project, tidegate, warehouse_rows
 from tests.ops.test_json_schemas import validator
@@ -318,3 +318,57 @@ def test_the_embedded_warehouse_cannot_be_distributed(tmp_path: Path) -> None:
     assert listed.json()["runs"] == []
     idle = tidegate("worker", "--exit-when-idle", "--project", project)
     assert idle.exit_code == 2 and "distributed runs need" in idle.stderr
+
+
+def test_resume_retries_what_a_distributed_run_skipped(tmp_path: Path) -> None:
+    """A day whose orders are missing is skipped (never published empty); once they are back,
+    `backfill resume` queues its batch again and publishes it."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with fresh_database() as dsn:
+        project = shared_project(tmp_path / "shared", dsn, ROWS_PER_DAY)
+        day = "order_ts >= '2025-01-02' AND order_ts < '2025-01-03'"
+        with admin(dsn) as con:
+            con.execute(f"CREATE TABLE held_back AS SELECT * FROM orders WHERE {day}")
+            con.execute(f"DELETE FROM orders WHERE {day}")
+        boss = coordinator(logs, project, "2025-01-01..2025-01-04", "--batch-size", "2")
+        run_id = wait_until("the run is queued", lambda: (run_row(dsn) or [None])[0], 60)
+        assert worker(logs, "w1", project).wait() == 0
+        assert boss.wait() == 1, boss.stderr()
+        assert run_row(dsn, run_id)[1] == "failed"
+        assert sorted(markers_per_partition(dsn, run_id)) == [
+            1_735_689_600 + d * 86_400 for d in (0, 2, 3)
+        ]
+        with admin(dsn) as con:
+            con.execute("INSERT INTO orders SELECT * FROM held_back")
+        resumed = Process(logs, "resume", "backfill", "resume", run_id, "--project", project)
+        wait_until("the resumed run", lambda: run_row(dsn, run_id)[1] == "running" or None, 60)
+        assert worker(logs, "w2", project).wait() == 0
+        assert resumed.wait() == 0, resumed.stderr()
+        markers = markers_per_partition(dsn, run_id)
+        assert len(markers) == 4 and set(markers.values()) == {1}
+        assert published_rows(dsn) == clean_daily_revenue(tmp_path, "2025-01-01..2025-01-04")
+
+
+def test_a_single_writer_leaves_a_queued_run_alone_and_force_reaches_the_workers(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with fresh_database() as dsn:
+        project = shared_project(tmp_path / "shared", dsn, ROWS_PER_DAY)
+        assert (
+            tidegate("pause", "daily_revenue", "--reason", "audit", "--project", project).exit_code
+            == 0
+        )
+        boss = coordinator(logs, project, "2025-01-01..2025-01-03", "--force")
+        run_id = wait_until("the run is queued", lambda: (run_row(dsn) or [None])[0], 60)
+        # a single writer in between: it reconciles the ledger, and must not end the queued run
+        single = tidegate(
+            "run", "daily_revenue", "--partition", "2025-02-01", "--force", "--project", project
+        )
+        assert single.exit_code == 0, single.stderr
+        assert run_row(dsn, run_id)[1] == "running"
+        assert worker(logs, "w1", project).wait() == 0
+        assert boss.wait() == 0, boss.stderr()
+        assert len(markers_per_partition(dsn, run_id)) == 3
