@@ -1,0 +1,216 @@
+"""Spark: a warehouse of Parquet directories, computed by Spark (SPEC §7).
+
+Models are written in the project dialect (DuckDB's) and transpiled with sqlglot; partition
+bounds are bound by `spark.sql(text, args=...)`. Staged rows are cached temporary views of the
+process's session, which no other process sees and a crash takes along. Published tables are
+addressed by path: a publish writes fresh attempt directories and switches the catalog's
+pointers to them with compare-and-swap (spark_publish.py), so several processes may write
+different partitions of one warehouse, and a lost race changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from tidegate.domain.errors import EngineError
+from tidegate.domain.model import Column
+from tidegate.engines.base import Capabilities, CommitMarker
+from tidegate.engines.spark_catalog import Catalog, CatalogPlace
+from tidegate.engines.spark_layout import Layout
+from tidegate.engines.spark_publish import SparkPublish
+from tidegate.engines.spark_session import SessionSettings, cancel_jobs, spark_session, tag_jobs
+from tidegate.engines.spark_views import Views
+from tidegate.engines.sql_queries import Params
+from tidegate.sql import spark as spark_sql
+from tidegate.sql import statements as sql
+from tidegate.sql.model_sql import SqlProblem
+from tidegate.sql.spark import SPARK
+
+# The views of each warehouse (by location) in this process's one session.
+_VIEWS: dict[str, Views] = {}
+
+
+class _Fetched:
+    """The collected rows of a statement, read like a DB-API cursor."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+
+class SparkEngine(SparkPublish):
+    name = "spark"
+    # publish is one compare-and-swap of the catalog; processes may write side by side
+    capabilities = Capabilities(transactional_publish=True, single_writer_process=False)
+
+    def __init__(
+        self,
+        session: SessionSettings,
+        layout: Layout,
+        catalog: CatalogPlace,
+        read_only: bool = False,
+    ) -> None:
+        self.settings = session
+        self.layout = layout
+        self.place = catalog
+        self._read_only = read_only
+        self._spark = spark_session(session)
+        views = _VIEWS.get(layout.root)
+        if views is None or views.session is not self._spark:
+            views = _VIEWS[layout.root] = Views(self._spark, layout)
+        self._views = views
+        self._catalog: Catalog = catalog.open()
+        self._open()
+
+    def _open(self) -> None:
+        self._tag = f"tidegate-{id(self):x}"
+        self._interrupted = False
+        self._closed = False
+        self._new_caches()
+
+    # running statements --------------------------------------------------------------------
+
+    def _frame(self, statement: str, params: Params | None = None) -> Any:
+        """The DataFrame of a statement (run at once when it is a command), after the views of
+        the tables it reads are brought up to date."""
+        self._views.refresh(self._catalog, spark_sql.tables_read(statement))
+        tag_jobs(self._spark, self._tag)
+        try:
+            return self._spark.sql(statement, args=params or None)
+        except Exception as error:
+            raise self._failure(error) from error
+
+    def _run(self, statement: str, params: Params | None = None) -> _Fetched:
+        frame = self._frame(statement, params)
+        try:
+            rows = frame.collect()
+        except Exception as error:
+            raise self._failure(error) from error
+        return _Fetched([tuple(row) for row in rows])
+
+    def _one(self, statement: str, params: Params | None = None) -> tuple[Any, ...]:
+        row = self._run(statement, params).fetchone()
+        if row is None:
+            raise EngineError("spark: a statement that returns one row returned none")
+        return row
+
+    def _failure(self, error: Exception) -> BaseException:
+        """A Spark error as tidegate's: KeyboardInterrupt after `interrupt`, else EngineError
+        (a bug of tidegate's own passes through)."""
+        if isinstance(error, (TypeError, AttributeError, NameError)):
+            return error
+        if self._interrupted:
+            return KeyboardInterrupt()
+        text = str(error).strip()
+        return EngineError(f"spark: {text.splitlines()[0] if text else type(error).__name__}")
+
+    def _bind(self, params: Mapping[str, Any], statement: str) -> Params:
+        # only the markers the statement has; a bound instant is UTC (a naive one would be
+        # read in the Python process's local zone)
+        return {
+            k: _utc(v) if isinstance(v, datetime) else v
+            for k, v in params.items()
+            if f":{k}" in statement
+        }
+
+    # the hooks of SqlQueries -----------------------------------------------------------------
+
+    flavor = SPARK
+    _staged = staticmethod(spark_sql.staged)
+    _create_staging = staticmethod(spark_sql.cache_staging)
+
+    def _all_columns(self, table: str, staged: bool = False) -> list[str]:
+        source = spark_sql.staged(table) if staged else sql.table(table)
+        return list(self._frame(spark_sql.select_all(source)).columns)
+
+    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
+        published = self._catalog.columns(name, schema)
+        if published is not None or schema is not None:
+            return published
+        return self._views.source_columns(name)
+
+    def staging_tables(self) -> list[str]:
+        views = self._spark.catalog.listTables()
+        prefix = spark_sql.STAGING_PREFIX
+        return sorted(
+            t.name.removeprefix(prefix)
+            for t in views
+            if t.isTemporary and t.name.startswith(prefix)
+        )
+
+    # the seam ----------------------------------------------------------------------------------
+
+    def version(self) -> str:
+        return str(self._spark.version)
+
+    def prepare(self) -> None:
+        """The catalog's tables are made when it opens; the location when first written."""
+
+    def query_columns(self, sql_text: str, bounds: Mapping[str, Any]) -> list[Column]:
+        statement = spark_sql.model_query(sql_text)
+        frame = self._frame(statement, self._bind(bounds, statement))
+        try:
+            schema = frame.schema
+        except Exception as error:
+            raise self._failure(error) from error
+        return [_column(f.name, f.dataType.simpleString(), True) for f in schema.fields]
+
+    def staging_columns(self, staging: str) -> list[Column]:
+        source = spark_sql.staged(staging)
+        fields = self._frame(spark_sql.select_all(source)).schema.fields
+        names = [f.name for f in fields]
+        if not names:
+            return []
+        nulls = self._one(
+            self._statement(
+                ("nulls", staging, tuple(names)), lambda: sql.null_counts(source, names, SPARK)
+            )
+        )
+        return [
+            _column(f.name, f.dataType.simpleString(), bool(n))
+            for f, n in zip(fields, nulls, strict=True)
+        ]
+
+    def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
+        return self._catalog.markers(attempt_ids)
+
+    def handle(self) -> SparkEngine:
+        """Another handle on the same warehouse for a worker thread: the process's session,
+        its own catalog connection and its own job tag (what `interrupt` cancels)."""
+        twin = SparkEngine.__new__(SparkEngine)
+        twin.settings, twin.layout, twin.place = self.settings, self.layout, self.place
+        twin._read_only = self._read_only
+        twin._spark, twin._views = self._spark, self._views
+        twin._catalog = self.place.open()
+        twin._open()
+        return twin
+
+    def interrupt(self) -> None:
+        self._interrupted = True
+        cancel_jobs(self._spark, self._tag)
+
+    def close(self) -> None:
+        # the session stays for the process's other handles; it ends with the process
+        if not self._closed:
+            self._closed = True
+            self._catalog.close()
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def _column(name: str, spark_type: str, nullable: bool) -> Column:
+    try:
+        return Column(name, spark_sql.canonical_type(spark_type), nullable)
+    except SqlProblem:
+        raise EngineError(
+            f"spark: column {name} has type {spark_type}, which tidegate cannot name; cast it"
+        ) from None

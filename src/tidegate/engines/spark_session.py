@@ -1,0 +1,90 @@
+"""The SparkSession of a Spark warehouse: one per process, built from `[warehouse]` (a master URL
+or a Spark Connect URL, and extra settings), shared by every engine handle of the process."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidegate.domain.errors import UsageError
+
+# What tidegate's statements rely on; a user's `conf` cannot change them. Timestamps are read
+# and bucketed in UTC like the other engines'; ANSI mode makes a bad cast an error, not a NULL.
+REQUIRED = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "true",
+}
+# Defaults a user's `conf` may override: Parquet timestamps that other readers understand, and
+# for a local master no web UI and few shuffle partitions (the data of one process is small).
+DEFAULTS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Where Spark runs: a master URL (`local[2]`, `spark://…`, `yarn`) or a Spark Connect
+    server (`sc://host:port`)."""
+
+    master: str | None = "local[2]"
+    remote: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return str(self.remote or self.master)
+
+
+def spark_session(settings: SessionSettings) -> Any:
+    """The process's session, started on first use; raises UsageError (one line) when Spark
+    cannot start (no Java, an unreachable cluster or Connect server)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("tidegate")
+    if settings.remote is not None:
+        builder = builder.remote(settings.remote)
+    else:
+        builder = builder.master(str(settings.master))
+    local = settings.remote is None and str(settings.master).startswith("local")
+    options = {**DEFAULTS, **(LOCAL_DEFAULTS if local else {}), **settings.conf, **REQUIRED}
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as error:
+        raise UsageError(
+            f"cannot start Spark ({settings.label}): {_first_line(error)}; "
+            "a local master needs Java 17 or newer (java on PATH or JAVA_HOME)"
+        ) from None
+    # a session made earlier in the process keeps its own settings: these are runtime ones
+    for key, value in REQUIRED.items():
+        session.conf.set(key, value)
+    return session
+
+
+def is_remote(session: Any) -> bool:
+    """A Spark Connect session (no SparkContext: jobs are tagged, not grouped)."""
+    return not hasattr(session, "sparkContext") or type(session).__module__.startswith(
+        "pyspark.sql.connect"
+    )
+
+
+def tag_jobs(session: Any, tag: str) -> None:
+    """Mark the jobs this thread starts from now on, so that `cancel_jobs` finds them."""
+    if is_remote(session):
+        session.clearTags()
+        session.addTag(tag)
+    else:
+        session.sparkContext.setJobGroup(tag, "tidegate", interruptOnCancel=True)
+
+
+def cancel_jobs(session: Any, tag: str) -> None:
+    if is_remote(session):
+        session.interruptTag(tag)
+    else:
+        session.sparkContext.cancelJobGroup(tag)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
