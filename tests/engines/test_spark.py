@@ -4,14 +4,26 @@ All Spark tests share one JVM: one xdist group, one session per test process."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.engines.contract import EngineContract
+from tests.engines.contract import (
+    DAY1,
+    DAY1_ROWS,
+    EVENT_COLUMNS,
+    EngineContract,
+    Row,
+    marker_for,
+    select_rows,
+)
 from tests.engines.spark_kit import open_spark
-from tidegate.engines.base import Engine
+from tidegate.domain.checksum import Checksum
+from tidegate.domain.errors import EngineError
+from tidegate.engines.base import Engine, Target, bound_values
+from tidegate.engines.spark import SparkEngine
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -32,3 +44,81 @@ class TestSpark(EngineContract):
         assert engine.capabilities.transactional_publish
         assert not engine.capabilities.single_writer_process
         assert engine.version().split(".")[0].isdigit()
+
+
+# --- publish by compare-and-swap ------------------------------------------------------------------
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Iterator[SparkEngine]:
+    opened = open_spark(tmp_path / "lake")
+    try:
+        yield opened
+    finally:
+        opened.drop_staging()
+        opened.close()
+
+
+def publish(engine: SparkEngine, rows: list[Row], attempt_id: str) -> None:
+    staging = f"race_{attempt_id}"
+    engine.stage(staging, select_rows(rows), {})
+    engine.publish(
+        Target("events", EVENT_COLUMNS, "ts", False, grain="day"),
+        staging,
+        bound_values(DAY1),
+        [marker_for(attempt_id, DAY1)],
+    )
+
+
+def current(engine: SparkEngine) -> Checksum:
+    engine.stage("probe", 'SELECT * FROM "events"', {})
+    try:
+        return engine.checksum("probe", [c.name for c in EVENT_COLUMNS])
+    finally:
+        engine.drop_staging("probe")
+
+
+def expected_content(engine: SparkEngine, rows: list[Row]) -> Checksum:
+    engine.stage("expected", select_rows(rows), {})
+    try:
+        return engine.checksum("expected", [c.name for c in EVENT_COLUMNS])
+    finally:
+        engine.drop_staging("expected")
+
+
+@pytest.mark.parametrize("first_publish", [False, True])
+def test_a_lost_race_for_a_partition_switches_nothing(
+    lake: SparkEngine, tmp_path: Path, first_publish: bool
+) -> None:
+    """Two writers read the same pointer of a partition (none yet, or the first publish's);
+    the one that swaps second fails, and the partition holds exactly the winner's rows."""
+    if not first_publish:
+        publish(lake, DAY1_ROWS, "att-before")
+    loser = lake.handle()
+    try:
+        seen = loser._catalog.pointers("events")
+        winner_rows = [(7, "2025-01-01 07:00:00", "won", "7.00")]
+        publish(lake, winner_rows, "att-winner")
+        # the loser still believes what it read before the winner's swap
+        loser._catalog.pointers = lambda *_: dict(seen)  # type: ignore[method-assign]
+        with pytest.raises(EngineError, match="another writer"):
+            publish(loser, [(8, "2025-01-01 08:00:00", "lost", "8.00")], "att-loser")
+        assert current(lake) == expected_content(lake, winner_rows)
+        assert set(lake.markers(["att-winner", "att-loser"])) == {"att-winner"}
+        # the loser's directory is gone; the winner's is the one the pointer names
+        [directory] = lake._catalog.pointers("events").values()
+        assert "att-winner" in directory
+        written = [p.name for p in (tmp_path / "lake" / "events").glob("publish-*")]
+        assert not [name for name in written if "att-loser" in name]
+    finally:
+        loser.close()
+
+
+def test_a_crashed_publish_leaves_only_garbage(lake: SparkEngine, tmp_path: Path) -> None:
+    """A directory written but never switched to (a writer killed before its swap) is read by
+    nobody: the table is what the pointers name."""
+    publish(lake, DAY1_ROWS, "att-published")
+    table = tmp_path / "lake" / "events"
+    [partition] = table.glob("publish-*/tidegate_slot=*")
+    shutil.copytree(partition, table / "publish-att-crashed-000000000000" / partition.name)
+    assert current(lake) == expected_content(lake, DAY1_ROWS)

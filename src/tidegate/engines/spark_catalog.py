@@ -86,6 +86,8 @@ FROM tidegate_spark_markers WHERE attempt_id = ?"""
 SELECT_MARKED_START = """
 SELECT 1 FROM tidegate_spark_markers WHERE model = ? AND partition_start = ?"""
 DEFAULT_SCHEMA = ""
+# The directory of a partition without rows: a pointer to nothing
+EMPTY = ""
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,30 @@
 """Where a Spark warehouse keeps its files: every path relative to the warehouse location.
 
-    <location>/<table>/<partition column>=<partition>/attempt=<attempt id>-<random>/part-*.parquet
+    <location>/<table>/publish-<attempt id>-<random>/tidegate_slot=<partition start>/*.parquet
     <location>/<schema>/<table>/…                      a table of a schema (validate's shadows)
     <location>/<source>/                               a source: any Parquet directory
     <location>/_tidegate/catalog.sqlite                the default catalog (pointers, markers)
 
-Each publish writes fresh attempt directories and never touches one again; which directory
-holds a partition is the catalog's pointer. A directory no pointer names is garbage: a lost
-race, a failed or crashed publish, or a partition's older contents.
+Each publish writes a fresh directory, one subdirectory per partition (its slot: a time
+partition's start in epoch seconds, a key's position in the key list), and never touches it
+again; which directory holds a partition is the catalog's pointer. A directory no pointer
+names is garbage: a lost race, a failed or crashed publish, or a partition's older contents.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tidegate.domain.partitions import to_utc
+from tidegate.sql.spark import SLOT_COLUMN
+
+if TYPE_CHECKING:
+    from tidegate.engines.spark_views import Views
 
 CATALOG_FILE = "_tidegate/catalog.sqlite"
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -55,11 +60,24 @@ class Layout:
         local = self.local
         return None if local is None else (local / name).is_dir()
 
-    def attempt(self, table: str, schema: str | None, column: str, label: str, attempt: str) -> str:
-        """A fresh attempt directory of one partition (relative): never one written before."""
+    def publish(self, table: str, schema: str | None, attempt: str) -> str:
+        """A fresh directory of one publish (relative), named after its first attempt: never
+        one written before. Its partitions are its subdirectories (`slot`)."""
         safe = _UNSAFE.sub("_", attempt)[:80]
-        parts = [*([schema] if schema else []), table, f"{column}={label}"]
-        return "/".join([*parts, f"attempt={safe}-{uuid.uuid4().hex[:12]}"])
+        parts = [*([schema] if schema else []), table]
+        return "/".join([*parts, f"publish-{safe}-{uuid.uuid4().hex[:12]}"])
+
+    @staticmethod
+    def slot(directory: str, start: int) -> str:
+        """A partition's directory in a publish's, as Spark's partitioned write names it."""
+        return f"{directory}/{SLOT_COLUMN}={start}"
+
+    def present(self, directory: str, starts: Sequence[int], views: Views) -> set[int]:
+        """The partitions a publish's write gave a directory (one that got no rows has none)."""
+        local = self.local
+        if local is None:
+            return views.slots_in(self.path(directory))
+        return {s for s in starts if (local / self.slot(directory, s)).is_dir()}
 
     def remove(self, relative: str) -> None:
         """Delete a directory no pointer names (local locations only: on a URI it stays as
@@ -67,13 +85,3 @@ class Layout:
         local = self.local
         if local is not None:
             shutil.rmtree(local / relative, ignore_errors=True)
-
-
-def time_label(start: int) -> str:
-    """A time partition in a directory name: its start in UTC (no `:`, which paths refuse)."""
-    return to_utc(start).strftime("%Y-%m-%dT%H%M%SZ")
-
-
-def key_label(key: str) -> str:
-    """A key-list partition in a directory name: a digest of its value (any text)."""
-    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:16]

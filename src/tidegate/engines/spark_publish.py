@@ -1,6 +1,7 @@
-"""Spark's publish, atomic without a table format (SPEC §7): each partition's new rows (by the
-write mode) go into a fresh attempt directory; once every directory is complete, one catalog
-transaction switches the partitions' pointers by compare-and-swap and inserts the markers.
+"""Spark's publish, atomic without a table format (SPEC §7): the new rows of every partition of
+the window (by the write mode) are written in one Spark job into a fresh directory, one
+subdirectory per partition; once the job is complete, one catalog transaction switches the
+partitions' pointers by compare-and-swap and inserts the markers.
 
 A crash before the switch leaves only directories no pointer names; a writer that lost the race
 for a partition (another switched its pointer after this one read it) switches nothing.
@@ -18,24 +19,28 @@ from typing import Any
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column, WriteMode
-from tidegate.engines.base import CommitMarker, Target, window_bounds
-from tidegate.engines.spark_catalog import Catalog, Swap
-from tidegate.engines.spark_layout import Layout, key_label, time_label
+from tidegate.engines.base import CommitMarker, Target
+from tidegate.engines.spark_catalog import EMPTY, Catalog, Swap
+from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_views import Views
 from tidegate.engines.sql_queries import Params, SqlQueries
 from tidegate.sql import spark as spark_sql
 from tidegate.sql import statements as sql
+from tidegate.sql import write_modes as write_sql
+from tidegate.sql.spark import SLOT_COLUMN, SPARK
+
+# The staging name a just-written directory is read under (no staging slot takes it: the
+# executor's names are identifiers). The publisher of a process is serial.
+WRITTEN = "tidegate:written"
 
 
 @dataclass(frozen=True)
 class _Slot:
-    """One partition a publish writes: its pointer's slot in the catalog, its name in the
-    directory path, the values that select its rows, and its marker's start and attempt."""
+    """One partition a publish writes: its pointer's slot in the catalog, its start (the
+    value of the slot column its rows carry), and its marker's attempt."""
 
     slot: str
-    label: str
-    values: Mapping[str, Any]
-    start: int | None = None
+    start: int
     attempt_id: str | None = None
 
 
@@ -59,60 +64,69 @@ class SparkPublish(SqlQueries):
     ) -> dict[int, Checksum]:
         if self._read_only:
             raise EngineError("spark: this warehouse was opened read-only")
-        existing = self._catalog.columns(target.name, target.schema)
-        if target.write_mode is WriteMode.APPEND and not target.unique_key:
-            self._refuse_republish(markers)
         if target.write_mode is WriteMode.MERGE and not target.unique_key:
             raise ValueError(f"{target.name}: a merge matches rows by a unique key; none given")
+        if target.write_mode is WriteMode.APPEND and not target.unique_key:
+            self._refuse_republish(markers)
+        existing = self._catalog.columns(target.name, target.schema)
         columns = _evolved(target.columns, existing)
         slots = _slots(target, bounds, markers)
         # what each partition held when this writer looked: the compare of the swap
         expected = self._catalog.pointers(target.name, target.schema)
-        written: dict[str, str] = {}
+        first = markers[0].attempt_id if markers else "unmarked"
+        written = self.layout.publish(target.name, target.schema, first)
         try:
-            statement = self._statement(
-                ("partition rows", target, staging, tuple(columns), existing is None),
-                lambda: spark_sql.partition_rows(
-                    sql.table(target.name, target.schema),
-                    self._staged(staging),
-                    columns,
-                    [c.name for c in target.columns],
-                    None if existing is None else {c.name for c in existing},
-                    target.partition_column,
-                    target.keyed,
-                    target.write_mode,
-                    target.unique_key,
-                ),
-            )
-            for slot in slots:
-                directory = self.layout.attempt(
-                    target.name,
-                    target.schema,
-                    target.partition_column,
-                    slot.label,
-                    slot.attempt_id or "unmarked",
-                )
-                written[slot.slot] = directory
-                self._write(statement, slot.values, directory)
-            content = self._content(target, columns, slots, written)
+            self._write(target, staging, columns, existing, slots, bounds, written)
+            present = self.layout.present(written, [s.start for s in slots], self._views)
+            directories = {
+                s.slot: self.layout.slot(written, s.start) if s.start in present else EMPTY
+                for s in slots
+            }
+            content = self._content(target, columns, bounds, markers, directories)
             if content:
                 markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
             swaps = [
-                Swap(s.slot, expected.get(s.slot), written[s.slot], s.attempt_id) for s in slots
+                Swap(s.slot, expected.get(s.slot), directories[s.slot], s.attempt_id) for s in slots
             ]
             self._catalog.swap(target.name, target.schema, columns, swaps, markers)
         except BaseException:
-            for directory in written.values():
-                self.layout.remove(directory)
+            self.layout.remove(written)
             raise
         with contextlib.suppress(EngineError):
             self.drop_staging(staging)
         return content
 
-    def _write(self, statement: str, values: Mapping[str, Any], directory: str) -> None:
+    def _write(
+        self,
+        target: Target,
+        staging: str,
+        columns: Sequence[Column],
+        existing: Sequence[Column] | None,
+        slots: Sequence[_Slot],
+        bounds: Mapping[str, Any],
+        directory: str,
+    ) -> None:
+        """One Spark job: the window's new rows, a subdirectory per partition."""
+        grain = None if target.keyed or len(slots) == 1 else _grain(target)
+        statement = self._statement(
+            ("publish rows", target, staging, tuple(columns), existing is None, grain),
+            lambda: spark_sql.publish_rows(
+                sql.table(target.name, target.schema),
+                self._staged(staging),
+                columns,
+                [c.name for c in target.columns],
+                None if existing is None else [c.name for c in existing],
+                target.partition_column,
+                target.keyed,
+                grain,
+                target.write_mode,
+                target.unique_key,
+            ),
+        )
+        values = {**bounds, "slot": slots[0].start}
         frame = self._frame(statement, self._bind(values, statement))
         try:
-            frame.write.parquet(self.layout.path(directory))
+            frame.write.partitionBy(SLOT_COLUMN).parquet(self.layout.path(directory))
         except Exception as error:
             raise EngineError(f"spark: {_first_line(error)}") from error
 
@@ -132,28 +146,29 @@ class SparkPublish(SqlQueries):
         self,
         target: Target,
         columns: Sequence[Column],
-        slots: Sequence[_Slot],
-        written: Mapping[str, str],
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        directories: Mapping[str, str],
     ) -> dict[int, Checksum]:
-        """For merge and append: the checksum of what each marked partition holds now, read
-        from the directory just written (over the target's columns, like a staged checksum)."""
-        if target.write_mode is WriteMode.OVERWRITE:
+        """For merge and append: the checksum of what each marked partition holds now, read in
+        one pass from the directories just written (over the target's columns, like a staged
+        partition's checksum)."""
+        if target.write_mode is WriteMode.OVERWRITE or not markers:
             return {}
         names = [c.name for c in target.columns]
-        content: dict[int, Checksum] = {}
+        grain = None if target.keyed else _grain(target)
+        statement = write_sql.partition_content(
+            self._staged(WRITTEN), names, target.partition_column, grain, SPARK
+        )
+        self._views.show(self._staged(WRITTEN), columns, [d for d in directories.values() if d])
         try:
-            for slot in slots:
-                if slot.start is not None:
-                    self._views.show(self._staged(WRITTEN), columns, written[slot.slot])
-                    content[slot.start] = self.checksum(WRITTEN, names)
+            rows = self._run(statement, self._bind(bounds, statement)).fetchall()
         finally:
             self.drop_staging(WRITTEN)
-        return content
-
-
-# The staging name a just-written directory is read under (no staging slot takes it: the
-# executor's names are identifiers). The publisher of a process is serial.
-WRITTEN = "tidegate:written"
+        if target.keyed:
+            return {m.partition_start: Checksum(int(rows[0][0]), int(rows[0][1])) for m in markers}
+        measured = {int(r[0]): Checksum(int(r[1]), int(r[2])) for r in rows if r[0] is not None}
+        return {m.partition_start: measured.get(m.partition_start, Checksum(0, 0)) for m in markers}
 
 
 def _evolved(columns: Sequence[Column], existing: Sequence[Column] | None) -> list[Column]:
@@ -168,32 +183,20 @@ def _slots(
     target: Target, bounds: Mapping[str, Any], markers: Sequence[CommitMarker]
 ) -> list[_Slot]:
     """The partitions a publish writes: one per marker; without markers (a shadow table of
-    `validate`), the window of `bounds` as one."""
+    `validate`), the window of `bounds` as one. A key list's partition is its key's."""
     if target.keyed:
-        key = str(bounds["key"])
-        attempt = markers[0] if markers else None
-        return [
-            _Slot(
-                key,
-                key_label(key),
-                {"key": key},
-                None if attempt is None else attempt.partition_start,
-                None if attempt is None else attempt.attempt_id,
-            )
-        ]
+        start = markers[0].partition_start if markers else 0
+        return [_Slot(str(bounds["key"]), start, markers[0].attempt_id if markers else None)]
     if not markers:
         start = timegm(bounds["start"].timetuple())
-        return [_Slot(str(start), time_label(start), bounds)]
-    return [
-        _Slot(
-            str(m.partition_start),
-            time_label(m.partition_start),
-            window_bounds(m.partition_start, m.partition_end),
-            m.partition_start,
-            m.attempt_id,
-        )
-        for m in markers
-    ]
+        return [_Slot(str(start), start)]
+    return [_Slot(str(m.partition_start), m.partition_start, m.attempt_id) for m in markers]
+
+
+def _grain(target: Target) -> str:
+    if target.grain is None:
+        raise ValueError(f"{target.name}: a publish of several time partitions needs the grain")
+    return target.grain
 
 
 def _first_line(error: Exception) -> str:

@@ -3,9 +3,13 @@ or a Spark Connect URL, and extra settings), shared by every engine handle of th
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
+
+from pyspark.sql import SparkSession
 
 from tidegate.domain.errors import UsageError
 
@@ -17,7 +21,12 @@ REQUIRED = {
 }
 # Defaults a user's `conf` may override: Parquet timestamps that other readers understand, and
 # for a local master no web UI and few shuffle partitions (the data of one process is small).
-DEFAULTS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+DEFAULTS = {
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.ui.showConsoleProgress": "false",
+}
+# The JVM's own logging: errors only, so that a command's output stays tidegate's.
+LOG_SETTINGS = "spark_log4j2.properties"
 LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
 
 
@@ -38,35 +47,46 @@ class SessionSettings:
 def spark_session(settings: SessionSettings) -> Any:
     """The process's session, started on first use; raises UsageError (one line) when Spark
     cannot start (no Java, an unreachable cluster or Connect server)."""
-    from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName("tidegate")
     if settings.remote is not None:
         builder = builder.remote(settings.remote)
     else:
         builder = builder.master(str(settings.master))
     local = settings.remote is None and str(settings.master).startswith("local")
-    options = {**DEFAULTS, **(LOCAL_DEFAULTS if local else {}), **settings.conf, **REQUIRED}
+    logging = resources.files("tidegate.engines") / LOG_SETTINGS
+    java = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={logging}"}
+    options = {
+        **DEFAULTS,
+        **(java if settings.remote is None else {}),
+        **(LOCAL_DEFAULTS if local else {}),
+        **settings.conf,
+        **REQUIRED,
+    }
     for key, value in options.items():
         builder = builder.config(key, value)
-    try:
-        session = builder.getOrCreate()
-    except Exception as error:
-        raise UsageError(
-            f"cannot start Spark ({settings.label}): {_first_line(error)}; "
-            "a local master needs Java 17 or newer (java on PATH or JAVA_HOME)"
-        ) from None
+    with warnings.catch_warnings():
+        # PySpark warns about the pandas it finds at import; tidegate uses no pandas
+        warnings.simplefilter("ignore", FutureWarning)
+        session = _start(builder, settings)
     # a session made earlier in the process keeps its own settings: these are runtime ones
     for key, value in REQUIRED.items():
         session.conf.set(key, value)
     return session
 
 
+def _start(builder: Any, settings: SessionSettings) -> Any:
+    try:
+        return builder.getOrCreate()
+    except Exception as error:
+        raise UsageError(
+            f"cannot start Spark ({settings.label}): {_first_line(error)}; "
+            "a local master needs Java 17 or newer (java on PATH or JAVA_HOME)"
+        ) from None
+
+
 def is_remote(session: Any) -> bool:
     """A Spark Connect session (no SparkContext: jobs are tagged, not grouped)."""
-    return not hasattr(session, "sparkContext") or type(session).__module__.startswith(
-        "pyspark.sql.connect"
-    )
+    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def tag_jobs(session: Any, tag: str) -> None:

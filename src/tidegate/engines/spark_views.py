@@ -20,6 +20,7 @@ from tidegate.engines.spark_catalog import Catalog
 from tidegate.engines.spark_layout import Layout
 from tidegate.project.config import IDENTIFIER
 from tidegate.sql import spark as spark_sql
+from tidegate.sql.spark import SLOT_COLUMN
 from tidegate.sql.statements import ident
 
 
@@ -47,7 +48,10 @@ class Views:
             if view not in self._registered:
                 self._register_source(view)
             return
-        directories = tuple(sorted(catalog.pointers(table, schema or None).values()))
+        # an empty partition points at no directory
+        directories = tuple(
+            sorted(d for d in catalog.pointers(table, schema or None).values() if d)
+        )
         state = (tuple(columns), directories)
         if self._registered.get(view) == state:
             return
@@ -63,11 +67,21 @@ class Views:
             return self.session.createDataFrame([], ddl)
         return self.session.read.schema(ddl).parquet(*paths)
 
-    def show(self, view: exp.Table, columns: Sequence[Column], directory: str) -> None:
-        """Register a view over one directory (a partition just written)."""
-        self.frame(columns, [directory]).createOrReplaceTempView(
+    def show(self, view: exp.Table, columns: Sequence[Column], directories: list[str]) -> None:
+        """Register a view over these directories (partitions just written)."""
+        self.frame(columns, directories).createOrReplaceTempView(
             view.sql(dialect=spark_sql.SPARK_DIALECT)
         )
+
+    def slots_in(self, path: str) -> set[int]:
+        """The partitions a publish's directory at a URI holds (Spark lists it)."""
+        try:
+            found = self.session.read.parquet(path).select(SLOT_COLUMN).distinct().collect()
+        except Exception as error:
+            if "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error):
+                return set()
+            raise EngineError(f"spark: cannot list {path}: {_first_line(error)}") from None
+        return {int(row[0]) for row in found}
 
     def _register_source(self, name: str) -> None:
         where = self.layout.source(name)

@@ -24,6 +24,7 @@ from tidegate.sql.model_sql import SqlProblem, parse_type
 from tidegate.sql.statements import (
     DIALECT,
     Flavor,
+    bucket,
     column,
     ident,
     partition_predicate,
@@ -35,6 +36,9 @@ SPARK_DIALECT = "spark"
 # source can take such a name (tidegate's own names start with `_tidegate`).
 STAGING_PREFIX = "_tidegate_staging__"
 TWO_TO_64 = 2**64
+# The column a publish's rows carry their partition in, and the directories of its write are
+# named by (`tidegate_slot=<partition start>`); a model cannot publish a column of that name.
+SLOT_COLUMN = "tidegate_slot"
 # Spark's two timestamp types: both are the project's TIMESTAMP (the session's time zone is UTC)
 _TIMESTAMPS = frozenset({"timestamp", "timestamp_ntz"})
 
@@ -193,17 +197,28 @@ def _typed(columns: Sequence[Column], present: Collection[str]) -> list[exp.Expr
 
 
 def _matched(key: Sequence[str], outer: str, inner: exp.Table, inner_alias: str) -> exp.Expr:
-    """EXISTS a row of `inner` with the same unique key as the row of `outer` (NULL keys match
-    nothing, as in the SQL engines' merge)."""
+    """EXISTS a row of `inner` in the same partition with the same unique key as the row of
+    `outer` (NULL keys match nothing, as in the SQL engines' merge)."""
     same = exp.and_(
-        *[exp.EQ(this=column(k, inner_alias), expression=column(k, outer)) for k in key]
+        *[
+            exp.EQ(this=column(k, inner_alias), expression=column(k, outer))
+            for k in [*key, SLOT_COLUMN]
+        ]
     )
     source = inner.copy()
     source.set("alias", exp.TableAlias(this=ident(inner_alias)))
     return exp.Exists(this=exp.select(exp.Literal.number(1)).from_(source).where(same))
 
 
-def partition_rows(
+def slot_of(partition_column: str, grain: str | None) -> exp.Expr:
+    """Which partition a row is in, as its start: by `grain` on the partition column, or
+    (None: a publish of one partition) the bound `$slot`."""
+    if grain is None:
+        return exp.cast(exp.Placeholder(this="slot"), exp.DataType.Type.BIGINT)
+    return bucket(partition_column, grain)
+
+
+def publish_rows(
     published: exp.Table,
     source: exp.Table,
     columns: Sequence[Column],
@@ -211,23 +226,27 @@ def partition_rows(
     existing: Collection[str] | None,
     partition_column: str,
     keyed: bool,
+    grain: str | None,
     mode: WriteMode,
     key: Sequence[str],
 ) -> str:
-    """What one partition holds after a publish, typed as the table's `columns`: the staged
-    rows in its window ($start/$end or $key), and by the write mode the rows it held before
-    (`existing`: the published table's columns, None when there is no table yet). A column
-    of the table that the staged rows (`staged_columns`) or the old rows lack is NULL.
+    """What the partitions of a publish's window ($start/$end or $key) hold after it, typed as
+    the table's `columns`, each row with its partition (`SLOT_COLUMN`, see `slot_of`): the
+    staged rows, and by the write mode the rows they held before (`existing`: the published
+    table's columns, None when there is no table yet). A column of the table that the staged
+    rows (`staged_columns`) or the old rows lack is NULL.
 
     - overwrite: the staged rows;
-    - merge: the published rows whose unique key no staged row holds, and every staged row;
-    - append: the published rows, and the staged rows whose key the partition does not hold
+    - merge: the published rows whose unique key no staged row of their partition holds, and
+      every staged row;
+    - append: the published rows, and the staged rows whose key their partition does not hold
       (without a key, every staged row).
     """
+    slot = slot_of(partition_column, grain).as_(ident(SLOT_COLUMN))
     staged_rows = exp.Table(this=ident(STAGED_ALIAS))
-    names = [c.name for c in columns]
+    names = [*[c.name for c in columns], SLOT_COLUMN]
     new = (
-        exp.select(*_typed(columns, staged_columns))
+        exp.select(*_typed(columns, staged_columns), slot)
         .from_(source.copy())
         .where(partition_predicate(partition_column, keyed))
     )
@@ -235,7 +254,7 @@ def partition_rows(
     if mode is WriteMode.OVERWRITE or existing is None:
         return render(select_new.with_(ident(STAGED_ALIAS), as_=new))
     old = (
-        exp.select(*_typed(columns, existing))
+        exp.select(*_typed(columns, existing), slot.copy())
         .from_(published.copy())
         .where(partition_predicate(partition_column, keyed))
     )
@@ -252,3 +271,11 @@ def partition_rows(
         select_new = select_new.where(exp.not_(_matched(key, "s", published_rows, "p2")))
     union = exp.union(select_old, select_new, distinct=False)
     return render(union.with_(ident(STAGED_ALIAS), as_=new).with_(ident(PUBLISHED_ALIAS), as_=old))
+
+
+def copy_to_parquet(source: exp.Table, path: str) -> str:
+    """DuckDB's statement writing a table to one Parquet file (the example's orders)."""
+    statement = sqlglot.parse_one("COPY t TO 'file' (FORMAT PARQUET)", dialect=DIALECT)
+    statement.set("this", source)
+    statement.set("files", [exp.Literal.string(path)])
+    return statement.sql(dialect=DIALECT)
