@@ -4,6 +4,7 @@ published. Without pyspark or Java the tests fail, never skip."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -18,7 +19,10 @@ from tidegate.engines.spark_layout import CATALOG_FILE, Layout
 from tidegate.engines.spark_load import load_example
 from tidegate.engines.spark_session import SessionSettings
 
-LOCAL = SessionSettings("local[2]")
+# TIDEGATE_TEST_SPARK_REMOTE: run through Spark Connect instead (test_spark_connect.py sets it
+# to local[2], which makes PySpark start a local Connect server)
+REMOTE = os.environ.get("TIDEGATE_TEST_SPARK_REMOTE")
+LOCAL = SessionSettings(None, REMOTE) if REMOTE else SessionSettings("local[2]")
 LOCATION = "lake"
 
 

@@ -21,10 +21,9 @@ REQUIRED = {
 }
 # Defaults a user's `conf` may override: Parquet timestamps that other readers understand, and
 # for a local master no web UI and few shuffle partitions (the data of one process is small).
-DEFAULTS = {
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.ui.showConsoleProgress": "false",
-}
+DEFAULTS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+# A driver in this process (not over Spark Connect): no progress bars in tidegate's output
+DRIVER_DEFAULTS = {"spark.ui.showConsoleProgress": "false"}
 # The JVM's own logging: errors only, so that a command's output stays tidegate's.
 LOG_SETTINGS = "spark_log4j2.properties"
 LOCAL_DEFAULTS = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
@@ -44,9 +43,20 @@ class SessionSettings:
         return str(self.remote or self.master)
 
 
+# The process's sessions by where they run: every engine handle of the process shares one.
+_SESSIONS: dict[str, Any] = {}
+
+
 def spark_session(settings: SessionSettings) -> Any:
     """The process's session, started on first use; raises UsageError (one line) when Spark
     cannot start (no Java, an unreachable cluster or Connect server)."""
+    session = _SESSIONS.get(settings.label)
+    if session is None:
+        session = _SESSIONS[settings.label] = _build(settings)
+    return session
+
+
+def _build(settings: SessionSettings) -> Any:
     builder = SparkSession.builder.appName("tidegate")
     if settings.remote is not None:
         builder = builder.remote(settings.remote)
@@ -54,10 +64,13 @@ def spark_session(settings: SessionSettings) -> Any:
         builder = builder.master(str(settings.master))
     local = settings.remote is None and str(settings.master).startswith("local")
     logging = resources.files("tidegate.engines") / LOG_SETTINGS
-    java = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={logging}"}
+    driver = {
+        **DRIVER_DEFAULTS,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={logging}",
+    }
     options = {
         **DEFAULTS,
-        **(java if settings.remote is None else {}),
+        **(driver if settings.remote is None else {}),
         **(LOCAL_DEFAULTS if local else {}),
         **settings.conf,
         **REQUIRED,
