@@ -66,7 +66,7 @@ def spark_project(folder: Path, rows_per_day: int) -> Path:
 
     project = folder / "project"
     tidegate = [sys.executable, "-m", "tidegate"]
-    subprocess.run([*tidegate, "init", str(project), "--example", "orders"], check=True)
+    run([*tidegate, "init", str(project), "--example", "orders"])
     for leftover in project.glob("warehouse.duckdb*"):
         leftover.unlink()
     shutil.rmtree(project / ".tidegate", ignore_errors=True)
@@ -77,12 +77,8 @@ def spark_project(folder: Path, rows_per_day: int) -> Path:
         )
     )
     load_example(project / "lake", rows_per_day)
-    subprocess.run([*tidegate, "build", "--project", str(project)], check=True)
-    subprocess.run(
-        [*tidegate, "deploy", "daily_revenue", "--project", str(project)],
-        check=True,
-        capture_output=True,
-    )
+    run([*tidegate, "build", "--project", str(project)])
+    run([*tidegate, "deploy", "daily_revenue", "--project", str(project)])
     return project
 
 

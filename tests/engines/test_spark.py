@@ -19,11 +19,14 @@ from tests.engines.contract import (
     marker_for,
     select_rows,
 )
-from tests.engines.spark_kit import open_spark
+from tests.engines.postgres_kit import fresh_database
+from tests.engines.spark_kit import LOCAL, open_spark
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
 from tidegate.engines.base import Engine, Target, bound_values
 from tidegate.engines.spark import SparkEngine
+from tidegate.engines.spark_catalog import catalog_place
+from tidegate.engines.spark_layout import Layout
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -122,3 +125,26 @@ def test_a_crashed_publish_leaves_only_garbage(lake: SparkEngine, tmp_path: Path
     [partition] = table.glob("publish-*/tidegate_slot=*")
     shutil.copytree(partition, table / "publish-att-crashed-000000000000" / partition.name)
     assert current(lake) == expected_content(lake, DAY1_ROWS)
+
+
+@pytest.mark.postgres
+def test_a_catalog_in_postgresql_is_shared_by_writers(tmp_path: Path) -> None:
+    """Two engines on one location with the catalog in PostgreSQL (as on two machines): what
+    one publishes the other reads, and a stale writer loses its race there too."""
+    with fresh_database() as dsn:
+        layout = Layout(str(tmp_path / "lake"))
+        place = catalog_place(layout.root, None, dsn, None)
+        first, second = SparkEngine(LOCAL, layout, place), SparkEngine(LOCAL, layout, place)
+        try:
+            seen = second._catalog.pointers("events")
+            publish(first, DAY1_ROWS, "att-first")
+            assert current(second) == expected_content(second, DAY1_ROWS)
+            assert set(second.markers(["att-first"])) == {"att-first"}
+            second._catalog.pointers = lambda *_: dict(seen)  # type: ignore[method-assign]
+            with pytest.raises(EngineError, match="another writer"):
+                publish(second, [(8, "2025-01-01 08:00:00", "late", "8.00")], "att-second")
+            assert current(first) == expected_content(first, DAY1_ROWS)
+        finally:
+            for engine in (first, second):
+                engine.drop_staging()
+                engine.close()
