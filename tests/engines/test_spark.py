@@ -5,6 +5,8 @@ All Spark tests share one JVM: one xdist group, one session per test process."""
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,3 +150,28 @@ def test_a_catalog_in_postgresql_is_shared_by_writers(tmp_path: Path) -> None:
             for engine in (first, second):
                 engine.drop_staging()
                 engine.close()
+
+
+# --- cancellation ---------------------------------------------------------------------------------
+
+# A query that runs for hours: a cross join of six hundred-row tables, counted
+HUNDRED = ", ".join(f"({n})" for n in range(100))
+SLOW = "SELECT count(*) AS n FROM " + " CROSS JOIN ".join(
+    f"(VALUES {HUNDRED}) AS t{i}(x{i})" for i in range(6)
+)
+
+
+def test_interrupt_cancels_the_running_statement(lake: SparkEngine) -> None:
+    handle = lake.handle()
+    try:
+        # the statement is running by then (and interrupt cancels each job it starts later)
+        timer = threading.Timer(3, handle.interrupt)
+        timer.start()
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            handle.stage("slow", SLOW, {})
+        assert time.monotonic() - began < 60
+        timer.join()
+    finally:
+        handle.close()
+        lake.drop_staging()

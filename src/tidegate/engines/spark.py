@@ -10,7 +10,9 @@ different partitions of one warehouse, and a lost race changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,6 +30,7 @@ from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem
 from tidegate.sql.spark import SPARK
 
+CANCEL_EVERY_SECONDS = 0.2
 # The views of each warehouse (by location) in this process's one session.
 _VIEWS: dict[str, Views] = {}
 
@@ -72,6 +75,9 @@ class SparkEngine(SparkPublish):
     def _open(self) -> None:
         self._tag = f"tidegate-{id(self):x}"
         self._interrupted = False
+        # set while no statement of this handle runs (what `interrupt` waits for)
+        self._idle = threading.Event()
+        self._idle.set()
         self._closed = False
         self._new_caches()
 
@@ -88,12 +94,24 @@ class SparkEngine(SparkPublish):
             raise self._failure(error) from error
 
     def _run(self, statement: str, params: Params | None = None) -> _Fetched:
-        frame = self._frame(statement, params)
-        try:
-            rows = frame.collect()
-        except Exception as error:
-            raise self._failure(error) from error
+        with self._busy():
+            frame = self._frame(statement, params)
+            try:
+                rows = frame.collect()
+            except Exception as error:
+                raise self._failure(error) from error
         return _Fetched([tuple(row) for row in rows])
+
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        """A statement of this handle runs (its jobs are what `interrupt` cancels)."""
+        if self._interrupted:
+            raise KeyboardInterrupt
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._idle.set()
 
     def _one(self, statement: str, params: Params | None = None) -> tuple[Any, ...]:
         row = self._run(statement, params).fetchone()
@@ -193,8 +211,16 @@ class SparkEngine(SparkPublish):
         return twin
 
     def interrupt(self) -> None:
+        """Cancel the running statement's jobs, and the ones it starts until it gives up (a
+        statement may start jobs one after another: a broadcast, then its join)."""
         self._interrupted = True
-        cancel_jobs(self._spark, self._tag)
+        threading.Thread(target=self._cancel_until_idle, daemon=True).start()
+
+    def _cancel_until_idle(self) -> None:
+        while True:
+            cancel_jobs(self._spark, self._tag)
+            if self._idle.wait(CANCEL_EVERY_SECONDS):
+                return
 
     def close(self) -> None:
         # the session stays for the process's other handles; it ends with the process

@@ -13,6 +13,7 @@ import contextlib
 from abc import abstractmethod
 from calendar import timegm
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,6 +55,12 @@ class SparkPublish(SqlQueries):
 
     @abstractmethod
     def _frame(self, statement: str, params: Params | None = None) -> Any: ...
+
+    @abstractmethod
+    def _failure(self, error: Exception) -> BaseException: ...
+
+    @abstractmethod
+    def _busy(self) -> AbstractContextManager[None]: ...
 
     def publish(
         self,
@@ -124,11 +131,12 @@ class SparkPublish(SqlQueries):
             ),
         )
         values = {**bounds, "slot": slots[0].start}
-        frame = self._frame(statement, self._bind(values, statement))
-        try:
-            frame.write.partitionBy(SLOT_COLUMN).parquet(self.layout.path(directory))
-        except Exception as error:
-            raise EngineError(f"spark: {_first_line(error)}") from error
+        with self._busy():
+            frame = self._frame(statement, self._bind(values, statement))
+            try:
+                frame.write.partitionBy(SLOT_COLUMN).parquet(self.layout.path(directory))
+            except Exception as error:
+                raise self._failure(error) from error
 
     def _refuse_republish(self, markers: Sequence[CommitMarker]) -> None:
         """Append without a unique key writes a partition once: one with a marker refuses."""
@@ -197,8 +205,3 @@ def _grain(target: Target) -> str:
     if target.grain is None:
         raise ValueError(f"{target.name}: a publish of several time partitions needs the grain")
     return target.grain
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
