@@ -17,9 +17,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 CONTRACT_PART = (
     "test_stage_binds_the_partition_bounds",
-    "test_publish_replaces_only_its_partition",
     "test_merge_upserts_by_key_within_its_partition",
-    "test_one_attempt_can_never_publish_twice",
     "test_a_lost_race_for_a_partition_switches_nothing",
 )
 
@@ -38,4 +36,4 @@ def test_a_part_of_the_contract_through_spark_connect() -> None:
     )  # fmt: skip
     assert found.returncode == 0, found.stdout[-4000:]
     [summary] = [line for line in found.stdout.splitlines() if re.search(r"\d+ passed", line)]
-    assert summary.startswith("6 passed"), summary
+    assert summary.startswith("4 passed"), summary

@@ -3,9 +3,9 @@
 Models are written in the project dialect (DuckDB's) and transpiled with sqlglot; partition
 bounds are bound by `spark.sql(text, args=...)`. Staged rows are cached temporary views of the
 process's session, which no other process sees and a crash takes along. Published tables are
-addressed by path: a publish writes fresh attempt directories and switches the catalog's
-pointers to them with compare-and-swap (spark_publish.py), so several processes may write
-different partitions of one warehouse, and a lost race changes nothing.
+addressed by path: a publish writes a fresh directory, one subdirectory per partition, and
+switches the catalog's pointers to them with compare-and-swap (spark_publish.py), so several
+processes may write different partitions of one warehouse, and a lost race changes nothing.
 """
 
 from __future__ import annotations
