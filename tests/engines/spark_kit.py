@@ -26,11 +26,13 @@ LOCAL = SessionSettings(None, REMOTE) if REMOTE else SessionSettings("local[2]")
 LOCATION = "lake"
 
 
-def open_spark(location: Path, settings: SessionSettings = LOCAL) -> SparkEngine:
+def open_spark(
+    location: Path, settings: SessionSettings = LOCAL, read_only: bool = False
+) -> SparkEngine:
     """A Spark engine on the warehouse at `location`, its catalog the default SQLite file."""
     layout = Layout(str(location))
     place = catalog_place(layout.root, layout.catalog_file(), None, None)
-    return SparkEngine(settings, layout, place)
+    return SparkEngine(settings, layout, place, read_only)
 
 
 def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1) -> Path:
