@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,9 @@ from tidegate.engines.spark_session import SessionSettings
 # TIDEGATE_TEST_SPARK_REMOTE: run through Spark Connect instead (test_spark_connect.py sets it
 # to local[2], which makes PySpark start a local Connect server)
 REMOTE = os.environ.get("TIDEGATE_TEST_SPARK_REMOTE")
-LOCAL = SessionSettings(None, REMOTE) if REMOTE else SessionSettings("local[2]")
+# Spark SQL's own warehouse directory: not the directory the tests run in
+OWN = {"spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "tidegate-spark-sql")}
+LOCAL = SessionSettings(None, REMOTE) if REMOTE else SessionSettings("local[2]", conf=OWN)
 LOCATION = "lake"
 
 

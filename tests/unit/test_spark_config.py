@@ -31,8 +31,11 @@ def test_a_spark_warehouse_by_default_is_local_with_its_catalog_beside_the_data(
     settings = read_project_file(project).warehouse
     session, layout, catalog = spark_warehouse(project, settings)
     assert (session.master, session.remote) == ("local[2]", None)
-    assert session.conf == {"spark.executor.cores": "2"}
     assert layout == Layout(str(project.resolve() / "warehouse"))
+    assert session.conf == {
+        "spark.sql.warehouse.dir": layout.path("_tidegate/spark-sql"),
+        "spark.executor.cores": "2",
+    }
     assert catalog.sqlite == project.resolve() / "warehouse" / "_tidegate" / "catalog.sqlite"
 
 

@@ -10,18 +10,24 @@ from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_session import SessionSettings
 from tidegate.project.config import WarehouseSection
 
+SPARK_SQL_WAREHOUSE = "spark.sql.warehouse.dir"
+SPARK_SQL_DIRECTORY = "_tidegate/spark-sql"
+
 
 def spark_warehouse(
     root: Path, settings: WarehouseSection
 ) -> tuple[SessionSettings, Layout, CatalogPlace]:
     """The session, layout and catalog of a project's Spark warehouse (`root`: the project,
     which a relative location is relative to)."""
+    layout = Layout(location_of(root, settings.location))
+    # Spark SQL's own warehouse directory (unused: tables are addressed by path) goes under the
+    # location, not into the directory tidegate was started from
+    own = {} if settings.remote else {SPARK_SQL_WAREHOUSE: layout.path(SPARK_SQL_DIRECTORY)}
     session = SessionSettings(
         master=None if settings.remote is not None else settings.master,
         remote=settings.remote,
-        conf={k: _text(v) for k, v in settings.conf.items()},
+        conf={**own, **{k: _text(v) for k, v in settings.conf.items()}},
     )
-    layout = Layout(location_of(root, settings.location))
     catalog = catalog_place(
         layout.root, layout.catalog_file(), settings.catalog, settings.password_env
     )
