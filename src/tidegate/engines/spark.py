@@ -152,7 +152,8 @@ class SparkEngine(SparkPublish):
         published = self._catalog.columns(name, schema)
         if published is not None or schema is not None:
             return published
-        return self._views.source_columns(name)
+        fields = self._views.source_fields(name)
+        return None if fields is None else [_column(n, t, True) for n, t in fields]
 
     def staging_tables(self) -> list[str]:
         views = self._spark.catalog.listTables()

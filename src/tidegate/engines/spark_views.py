@@ -97,18 +97,15 @@ class Views:
             ) from None
         self._registered[name] = where
 
-    def source_columns(self, name: str) -> list[Column] | None:
-        """A source directory's columns (their Parquet types), or None when there is none."""
+    def source_fields(self, name: str) -> list[tuple[str, str]] | None:
+        """A source directory's columns and their Spark types, or None when there is none."""
         if not IDENTIFIER.match(name) or self.layout.has_source(name) is False:
             return None
         try:
             schema = self.session.read.parquet(self.layout.source(name)).schema
         except Exception:
             return None
-        return [
-            Column(f.name, spark_sql.canonical_type(f.dataType.simpleString()), True)
-            for f in schema.fields
-        ]
+        return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
 
 def _quoted(view: str) -> str:
