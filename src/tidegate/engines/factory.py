@@ -10,6 +10,7 @@ from tidegate.engines.base import Engine
 from tidegate.project.loader import Project
 
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
+SPARK_HINT = "the spark engine needs pyspark: pip install 'tidegate[spark]'"
 
 
 SHARED_HINT = (
@@ -45,6 +46,8 @@ def open_engine(
             read_only=read_only,
             lease_seconds=lease_seconds,
         )
+    if settings.engine == "spark":
+        return _open_spark(project, read_only)
     from tidegate.engines.duckdb import DuckDBEngine
 
     return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only)
@@ -53,6 +56,21 @@ def open_engine(
 def shares_writes(project: Project) -> bool:
     """Whether several processes may write the project's warehouse at once (distributed runs)."""
     return project.settings.warehouse.engine != "duckdb"
+
+
+def _open_spark(project: Project, read_only: bool) -> Engine:
+    """Spark takes no writer lock (several processes may publish, each swap a compare-and-swap
+    of the catalog): `wait` has nothing to wait for."""
+    try:
+        from tidegate.engines.spark import SparkEngine
+    except ImportError as error:
+        if error.name is None or not error.name.startswith(("pyspark", "py4j")):
+            raise
+        raise UsageError(SPARK_HINT) from None
+    from tidegate.engines.spark_settings import spark_warehouse
+
+    session, layout, catalog = spark_warehouse(project.root, project.settings.warehouse)
+    return SparkEngine(session, layout, catalog, read_only=read_only)
 
 
 def warehouse_problems(project: Project) -> list[str]:

@@ -1,82 +1,34 @@
-"""What the SQL warehouses (DuckDB, PostgreSQL) do alike: stage, measure, profile, compare and
-publish by building statements in `sql/` with the engine's flavor, running them and reading the
-rows back. Each engine gives the hooks: its flavor, where a staged table lives, how a statement
-runs and binds its values, how a table's columns are read, and its publish transaction."""
+"""What the SQL warehouses with transactions (DuckDB, PostgreSQL) do alike when they publish:
+the staged rows written by the write mode and the commit markers inserted in one transaction of
+the warehouse. The reading half is sql_queries.py; each engine gives the publish hooks: its
+marker insert, its transaction and what follows it."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, ClassVar
-
-from sqlglot import exp
+from typing import Any
 
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError, FencedError
-from tidegate.domain.model import CheckSpec, Column, WriteMode
-from tidegate.engines.base import (
-    CommitMarker,
-    Fence,
-    KeyDifference,
-    PartitionProfile,
-    PartitionSummary,
-    Relation,
-    Target,
-    window_bounds,
-)
-from tidegate.sql import diff as diff_sql
+from tidegate.domain.model import Column, WriteMode
+from tidegate.engines.base import CommitMarker, Fence, Target
+from tidegate.engines.sql_queries import Params as Params
+from tidegate.engines.sql_queries import SqlQueries
 from tidegate.sql import statements as sql
 from tidegate.sql import write_modes as write_sql
-from tidegate.sql.statements import Flavor
-
-Params = Mapping[str, Any] | Sequence[Any]
 
 
-class SqlEngine(ABC):
-    """The shared half of an engine that speaks SQL; the engine subclass gives the hooks."""
-
-    flavor: ClassVar[Flavor]
-    _statements: dict[tuple[object, ...], str]
-    _published_columns: dict[tuple[str | None, str], list[Column]]
+class SqlEngine(SqlQueries):
+    """An engine that speaks SQL and publishes in one transaction of its warehouse."""
 
     # hooks ---------------------------------------------------------------------------------
 
     @staticmethod
     @abstractmethod
-    def _staged(name: str) -> exp.Table:
-        """The staging table that holds the staging slot `name`."""
-        ...
-
-    @staticmethod
-    def _staging_table(name: str) -> str:
-        """The name a staging slot's table is kept under (as staging_tables lists it)."""
-        return name
-
-    @staticmethod
-    @abstractmethod
-    def _create_staging(target: exp.Table, query_sql: str) -> str: ...
-
-    @staticmethod
-    @abstractmethod
     def _insert_markers() -> str: ...
-
-    @abstractmethod
-    def _run(self, statement: str, params: Params | None = None) -> Any: ...
-
-    @abstractmethod
-    def _one(self, statement: str, params: Params | None = None) -> Any:
-        """The one row a statement returns."""
-        ...
-
-    @abstractmethod
-    def _bind(self, params: Mapping[str, Any], statement: str) -> Params:
-        """The values a statement is run with."""
-        ...
-
-    @abstractmethod
-    def _all_columns(self, table: str, staged: bool = False) -> list[str]: ...
 
     @abstractmethod
     def _ensure_target_schema(self, schema: str | None) -> None:
@@ -99,275 +51,7 @@ class SqlEngine(ABC):
     def _after_publish(self, staging: str) -> None:
         """What follows a committed publish."""
 
-    @abstractmethod
-    def _fetch_arrow(self, statement: str, params: Params) -> Any:
-        """What a statement returns, as a pyarrow.Table."""
-
-    @abstractmethod
-    def stage_arrow(self, staging: str, data: Any) -> None: ...
-
-    @abstractmethod
-    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None: ...
-
-    @abstractmethod
-    def staging_tables(self) -> list[str]: ...
-
-    # statements built once per session ------------------------------------------------------
-
-    def _new_caches(self) -> None:
-        # Statements that are the same for every partition of a session, built once.
-        self._statements = {}
-        self._published_columns = {}
-
-    def _statement(self, key: tuple[object, ...], build: Callable[[], str]) -> str:
-        """SQL built once per session: the same model, staging slot and checks give the same
-        statement for every batch; only the bound values change."""
-        statement = self._statements.get(key)
-        if statement is None:
-            statement = self._statements[key] = build()
-        return statement
-
-    def _drop_statement(self, staging: str) -> str:
-        return self._statement(
-            ("drop", staging), lambda: sql.drop_table(self._staged(staging), self.flavor)
-        )
-
-    # staging and checks -----------------------------------------------------------------------
-
-    def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
-        statement = self._statement(
-            ("stage", staging, sql_text),
-            lambda: self._create_staging(self._staged(staging), sql_text),
-        )
-        try:
-            self._run(statement, self._bind(bounds, statement))
-        except EngineError:
-            self.drop_staging(staging)
-            raise
-
-    def read_arrow(self, table: str, time_column: str | None, bounds: Mapping[str, Any]) -> Any:
-        statement = self._statement(
-            ("read", table, time_column),
-            lambda: sql.select_all(
-                sql.table(table),
-                None if time_column is None else sql.partition_predicate(time_column, False),
-                self.flavor,
-            ),
-        )
-        values = self._bind(bounds, statement) if time_column is not None else {}
-        return self._fetch_arrow(statement, values)
-
-    def measure(self, check: CheckSpec, staging: str, bounds: Mapping[str, Any]) -> int | None:
-        statement = sql.check_measure(check, self._staged(staging), self.flavor)
-        value = self._one(statement, self._bind(bounds, statement))[0]
-        return None if value is None else int(value)
-
-    def measure_query(
-        self,
-        check: CheckSpec,
-        staging: str,
-        tables: Mapping[str, str],
-        partition_column: str,
-        grain: str | None,
-    ) -> dict[int | None, int]:
-        statement = self._statement(
-            (
-                "query",
-                _check_key(check),
-                staging,
-                tuple(sorted(tables.items())),
-                partition_column,
-                grain,
-            ),
-            lambda: sql.query_violations(
-                check.params["sql"],
-                self._staged(staging),
-                {name: sql.table(physical) for name, physical in tables.items()},
-                partition_column,
-                grain,
-                self.flavor,
-            ),
-        )
-        rows = self._run(statement).fetchall()
-        if grain is None:
-            return {None: int(rows[0][0])}
-        return {None if r[0] is None else int(r[0]): int(r[1]) for r in rows}
-
-    def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
-        rows, digest = self._one(sql.checksum(self._staged(staging), columns, None, self.flavor))
-        return Checksum(int(rows), int(digest))
-
-    def source_fingerprint(
-        self, table: str, time_column: str, bounds: Mapping[str, Any]
-    ) -> Checksum:
-        # a key-list partition has no time window: it reads the whole source
-        windowed = "start" in bounds
-        source = sql.table(table)
-
-        def build() -> str:
-            where = sql.partition_predicate(time_column, False) if windowed else None
-            return sql.checksum(source, self._all_columns(table), where, self.flavor)
-
-        statement = self._statement(("fingerprint", table, time_column, windowed), build)
-        rows, digest = self._one(statement, self._bind(bounds, statement))
-        return Checksum(int(rows), int(digest))
-
-    def profile(
-        self,
-        table: str,
-        staged: bool,
-        partition_column: str,
-        grain: str,
-        bounds: Mapping[str, Any] | None,
-        columns: Sequence[str] | None = None,
-        checks: Sequence[CheckSpec] = (),
-        aggregates: Sequence[str] = (),
-    ) -> dict[int | None, PartitionProfile]:
-        source = self._staged(table) if staged else sql.table(table)
-        # a staging table holds only its batch; a source is read in the $start/$end window
-        windowed = bounds is not None and not staged
-        key = (
-            "profile",
-            table,
-            staged,
-            partition_column,
-            grain,
-            windowed,
-            None if columns is None else tuple(columns),
-            tuple(_check_key(c) for c in checks),
-            tuple(aggregates),
-        )
-
-        def build() -> str:
-            names = list(columns) if columns is not None else self._all_columns(table, staged)
-            return sql.grouped_checksums(
-                source,
-                names,
-                partition_column,
-                grain,
-                windowed,
-                columns is None,
-                checks,
-                aggregates,
-                self.flavor,
-            )
-
-        statement = self._statement(key, build)
-        rows = self._run(statement, self._bind(bounds or {}, statement)).fetchall()
-        width = len(checks)
-        return {
-            None if r[0] is None else int(r[0]): PartitionProfile(
-                Checksum(int(r[1]), int(r[2])),
-                tuple(None if v is None else int(v) for v in r[3 : 3 + width]),
-                tuple(None if v is None else str(v) for v in r[3 + width :]),
-            )
-            for r in rows
-        }
-
-    def count_in_window(self, table: str, time_column: str, bounds: Mapping[str, Any]) -> int:
-        statement = self._statement(
-            ("count", table, time_column),
-            lambda: sql.count_rows(
-                sql.table(table), sql.partition_predicate(time_column, False), self.flavor
-            ),
-        )
-        return int(self._one(statement, self._bind(bounds, statement))[0])
-
-    def aggregates_by_partition(
-        self,
-        table: str,
-        staged: bool,
-        time_column: str,
-        grain: str,
-        expressions: Sequence[str],
-        bounds: Mapping[str, Any],
-    ) -> dict[int, list[str | None]]:
-        source = self._staged(table) if staged else sql.table(table)
-        statement = sql.grouped_aggregates(source, time_column, grain, expressions, self.flavor)
-        rows = self._run(statement, self._bind(bounds, statement)).fetchall()
-        # the aggregates are cast to text in the statement; a driver may still hand back others
-        return {int(row[0]): [None if v is None else str(v) for v in row[1:]] for row in rows}
-
-    # comparing two relations ------------------------------------------------------------------
-
-    @staticmethod
-    def _rows(relation: Relation) -> diff_sql.Rows:
-        return diff_sql.Rows(
-            sql.table(relation.name, relation.schema), relation.partition_column, relation.grain
-        )
-
-    @staticmethod
-    def _window_values(relation: Relation, window: tuple[int, int] | None) -> dict[str, Any]:
-        values: dict[str, Any] = {"keys": list(relation.keys)} if relation.grain == "key" else {}
-        if window is not None:
-            start, end = window
-            if relation.grain == "key":
-                values.update(lo=start, hi=end)
-            else:
-                values.update(window_bounds(start, end))
-        return values
-
-    def partition_summaries(
-        self,
-        relation: Relation,
-        columns: Sequence[str],
-        numeric: Sequence[str],
-        window: tuple[int, int] | None,
-    ) -> dict[int, PartitionSummary]:
-        statement = self._statement(
-            ("summaries", relation, tuple(columns), tuple(numeric), window is not None),
-            lambda: diff_sql.partition_summaries(
-                self._rows(relation), columns, numeric, window is not None, self.flavor
-            ),
-        )
-        values = self._window_values(relation, window)
-        found: dict[int, PartitionSummary] = {}
-        for row in self._run(statement, self._bind(values, statement)).fetchall():
-            if row[0] is None:  # a row outside every partition (an undeclared key)
-                continue
-            sums = row[2 : 2 + len(numeric)]
-            nulls = row[2 + len(numeric) :]
-            found[int(row[0])] = PartitionSummary(
-                int(row[1]),
-                {n: None if v is None else str(v) for n, v in zip(numeric, sums, strict=True)},
-                {n: int(v) for n, v in zip(columns, nulls, strict=True)},
-            )
-        return found
-
-    def key_differences(
-        self,
-        left: Relation,
-        right: Relation,
-        key: Sequence[tuple[str, str]],
-        compared: Sequence[tuple[str, str]],
-        window: tuple[int, int],
-        tolerance: float = 0.0,
-        sample: int = 5,
-    ) -> dict[int, dict[str, KeyDifference]]:
-        statement = self._statement(
-            ("key differences", left, right, tuple(key), tuple(compared), sample),
-            lambda: diff_sql.key_differences(
-                self._rows(left), self._rows(right), key, compared, sample, self.flavor
-            ),
-        )
-        values = {**self._window_values(left, window), "tolerance": tolerance}
-        names = [name for name, _ in compared]
-        found: dict[int, dict[str, KeyDifference]] = {}
-        for row in self._run(statement, self._bind(values, statement)).fetchall():
-            if row[0] is None:
-                continue
-            bucket, kind, count, first = int(row[0]), str(row[1]), int(row[2]), row[3] or []
-            per_column = (
-                {n: int(v) for n, v in zip(names, row[4:], strict=True) if v}
-                if kind == "changed"
-                else {}
-            )
-            found.setdefault(bucket, {})[kind] = KeyDifference(
-                count, tuple(tuple(k) for k in first), per_column
-            )
-        return found
-
-    # markers and staging tables ---------------------------------------------------------------
+    # markers -------------------------------------------------------------------------------------
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         found: dict[str, CommitMarker] = {}
@@ -378,12 +62,6 @@ class SqlEngine(ABC):
                 marker = CommitMarker(*row)
                 found[marker.attempt_id] = marker
         return found
-
-    def drop_staging(self, staging: str | None = None) -> int:
-        names = [self._staging_table(staging)] if staging is not None else self.staging_tables()
-        for name in names:
-            self._run(self._drop_statement(name))
-        return len(names)
 
     # publish ----------------------------------------------------------------------------------
 
@@ -531,10 +209,6 @@ class SqlEngine(ABC):
             return {m.partition_start: Checksum(int(rows[0][0]), int(rows[0][1])) for m in markers}
         measured = {int(r[0]): Checksum(int(r[1]), int(r[2])) for r in rows if r[0] is not None}
         return {m.partition_start: measured.get(m.partition_start, Checksum(0, 0)) for m in markers}
-
-
-def _check_key(check: CheckSpec) -> tuple[object, ...]:
-    return (check.name, check.kind, check.severity.value, repr(sorted(check.params.items())))
 
 
 def _grain(target: Target) -> str:

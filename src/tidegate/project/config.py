@@ -35,21 +35,42 @@ class ProjectSection(_Strict):
     name: str = Field(min_length=1)
 
 
-class WarehouseSection(_Strict):
-    """The warehouse: an embedded DuckDB file in the project (`path`, the default), or a
-    PostgreSQL database (`engine = "postgres"`, `dsn`)."""
+# the keys each warehouse engine takes, besides `engine`
+ENGINE_KEYS = {
+    "duckdb": frozenset({"path"}),
+    "postgres": frozenset({"dsn", "schema", "password_env"}),
+    "spark": frozenset({"master", "remote", "location", "catalog", "conf", "password_env"}),
+}
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
-    engine: Literal["duckdb", "postgres"] = "duckdb"
+
+class WarehouseSection(_Strict):
+    """The warehouse: an embedded DuckDB file in the project (`path`, the default), a
+    PostgreSQL database (`engine = "postgres"`, `dsn`), or Parquet directories computed by
+    Spark (`engine = "spark"`, `location`, `master` or `remote`, `catalog`)."""
+
+    engine: Literal["duckdb", "postgres", "spark"] = "duckdb"
     path: str = "warehouse.duckdb"
     # PostgreSQL: postgresql://USER@HOST:PORT/DATABASE, never with a password in it
     dsn: str | None = None
     # PostgreSQL: the schema of published tables, where models read sources and each other
     db_schema: str = Field(default="public", alias="schema", pattern=IDENTIFIER.pattern)
-    # the name of an environment variable holding the password: the secret itself never enters
-    # the configuration, the ledger or any output (libpq's PGPASSWORD and ~/.pgpass work too)
+    # the name of an environment variable holding the password (of the PostgreSQL warehouse,
+    # or of Spark's catalog database): the secret itself never enters the configuration, the
+    # ledger or any output (libpq's PGPASSWORD and ~/.pgpass work too)
     password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # Spark: a master URL (local[2], spark://HOST:PORT, yarn, …) or a Spark Connect server
+    master: str = Field(default="local[2]", min_length=1)
+    remote: str | None = None
+    # Spark: the warehouse's root directory (relative to the project, absolute, or a URI)
+    location: str = Field(default="warehouse", min_length=1)
+    # Spark: where publish pointers and commit markers live, postgresql://USER@HOST:PORT/DB
+    # (shared by machines); default a SQLite file under the location
+    catalog: str | None = None
+    # Spark: extra settings of the session (spark.executor.memory = "4g", …)
+    conf: dict[str, str | int | float | bool] = {}
 
-    @field_validator("dsn")
+    @field_validator("dsn", "catalog")
     @classmethod
     def _dsn(cls, dsn: str | None) -> str | None:
         if dsn is None:
@@ -66,6 +87,13 @@ class WarehouseSection(_Strict):
             )
         return dsn
 
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, remote: str | None) -> str | None:
+        if remote is not None and not remote.startswith("sc://"):
+            raise _problem("must be a Spark Connect URL, sc://HOST:PORT")
+        return remote
+
     @field_validator("db_schema")
     @classmethod
     def _schema(cls, schema: str) -> str:
@@ -76,16 +104,28 @@ class WarehouseSection(_Strict):
     @model_validator(mode="after")
     def _engine_fields(self) -> WarehouseSection:
         given = {"schema" if name == "db_schema" else name for name in self.model_fields_set}
-        if self.engine == "duckdb":
-            extra = sorted({"dsn", "schema", "password_env"} & given)
-            if extra:
-                raise _problem(f'{extra[0]} is for engine = "postgres"')
-            return self
-        if "path" in given:
-            raise _problem('path is for engine = "duckdb"; PostgreSQL takes dsn')
-        if self.dsn is None:
+        given.discard("engine")
+        extra = sorted(given - ENGINE_KEYS[self.engine])
+        if extra:
+            owner = next(e for e, keys in ENGINE_KEYS.items() if extra[0] in keys)
+            raise _problem(f'{extra[0]} is for engine = "{owner}", not "{self.engine}"')
+        if self.engine == "postgres" and self.dsn is None:
             raise _problem('engine = "postgres" needs dsn = "postgresql://USER@HOST:PORT/DATABASE"')
+        if self.engine == "spark":
+            self._spark_fields(given)
         return self
+
+    def _spark_fields(self, given: set[str]) -> None:
+        if "master" in given and self.remote is not None:
+            raise _problem("master or remote (Spark Connect), not both")
+        if self.password_env is not None and self.catalog is None:
+            raise _problem("password_env is for a catalog in PostgreSQL (catalog = ...)")
+        remote_location = _URI.match(self.location) and not self.location.startswith("file://")
+        if remote_location and self.catalog is None:
+            raise _problem(
+                'a location at a URI needs catalog = "postgresql://USER@HOST:PORT/DB" '
+                "(the default catalog is a SQLite file under a local location)"
+            )
 
 
 def _problem(message: str) -> PydanticCustomError:

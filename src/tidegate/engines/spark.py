@@ -1,0 +1,270 @@
+"""Spark: a warehouse of Parquet directories, computed by Spark (SPEC §7).
+
+Models are written in the project dialect (DuckDB's) and transpiled with sqlglot; partition
+bounds are bound by `spark.sql(text, args=...)`. Staged rows are cached temporary views of the
+process's session, which no other process sees and a crash takes along. Published tables are
+addressed by path: a publish writes a fresh directory, one subdirectory per partition, and
+switches the catalog's pointers to them with compare-and-swap (spark_publish.py), so several
+processes may write different partitions of one warehouse, and a lost race changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from tidegate.domain.errors import EngineError
+from tidegate.domain.model import Column
+from tidegate.engines.base import Capabilities, CommitMarker
+from tidegate.engines.spark_catalog import Catalog, CatalogPlace
+from tidegate.engines.spark_layout import Layout
+from tidegate.engines.spark_publish import SparkPublish
+from tidegate.engines.spark_session import SessionSettings, cancel_jobs, spark_session, tag_jobs
+from tidegate.engines.spark_views import Views
+from tidegate.engines.sql_queries import Params
+from tidegate.sql import spark as spark_sql
+from tidegate.sql import statements as sql
+from tidegate.sql.model_sql import SqlProblem
+from tidegate.sql.spark import SPARK
+
+CANCEL_EVERY_SECONDS = 0.2
+# The views of each warehouse (by location) in this process's one session.
+_VIEWS: dict[str, Views] = {}
+
+
+class _Fetched:
+    """The collected rows of a statement, read like a DB-API cursor."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+
+class SparkEngine(SparkPublish):
+    name = "spark"
+    # publish is one compare-and-swap of the catalog; processes may write side by side
+    capabilities = Capabilities(transactional_publish=True, single_writer_process=False)
+
+    def __init__(
+        self,
+        session: SessionSettings,
+        layout: Layout,
+        catalog: CatalogPlace,
+        read_only: bool = False,
+    ) -> None:
+        self.settings = session
+        self.layout = layout
+        self.place = catalog
+        self._read_only = read_only
+        self._spark = spark_session(session)
+        views = _VIEWS.get(layout.root)
+        if views is None or views.session is not self._spark:
+            views = _VIEWS[layout.root] = Views(self._spark, layout)
+        self._views = views
+        self._catalog: Catalog = catalog.open()
+        self._open()
+
+    def _open(self) -> None:
+        self._tag = f"tidegate-{id(self):x}"
+        self._interrupted = False
+        # set while no statement of this handle runs (what `interrupt` waits for)
+        self._idle = threading.Event()
+        self._idle.set()
+        self._closed = False
+        self._new_caches()
+
+    # running statements --------------------------------------------------------------------
+
+    def _frame(self, statement: str, params: Params | None = None) -> Any:
+        """The DataFrame of a statement (run at once when it is a command), after the views of
+        the tables it reads are brought up to date."""
+        self._views.refresh(self._catalog, spark_sql.tables_read(statement))
+        tag_jobs(self._spark, self._tag)
+        try:
+            return self._spark.sql(statement, args=params or None)
+        except Exception as error:
+            raise self._failure(error) from error
+
+    def _run(self, statement: str, params: Params | None = None) -> _Fetched:
+        with self._busy():
+            frame = self._frame(statement, params)
+            try:
+                rows = frame.collect()
+            except Exception as error:
+                raise self._failure(error) from error
+        return _Fetched([tuple(row) for row in rows])
+
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        """A statement of this handle runs (its jobs are what `interrupt` cancels)."""
+        if self._interrupted:
+            raise KeyboardInterrupt
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._idle.set()
+
+    def _one(self, statement: str, params: Params | None = None) -> tuple[Any, ...]:
+        row = self._run(statement, params).fetchone()
+        if row is None:
+            raise EngineError("spark: a statement that returns one row returned none")
+        return row
+
+    def _failure(self, error: Exception) -> BaseException:
+        """A Spark error as tidegate's: KeyboardInterrupt after `interrupt`, else EngineError
+        (a bug of tidegate's own passes through)."""
+        if isinstance(error, (TypeError, AttributeError, NameError)):
+            return error
+        if self._interrupted:
+            return KeyboardInterrupt()
+        text = str(error).strip()
+        return EngineError(f"spark: {text.splitlines()[0] if text else type(error).__name__}")
+
+    def _bind(self, params: Mapping[str, Any], statement: str) -> Params:
+        # only the markers the statement has; a bound instant is UTC (a naive one would be
+        # read in the Python process's local zone)
+        return {
+            k: _utc(v) if isinstance(v, datetime) else v
+            for k, v in params.items()
+            if f":{k}" in statement
+        }
+
+    # the hooks of SqlQueries -----------------------------------------------------------------
+
+    flavor = SPARK
+    _staged = staticmethod(spark_sql.staged)
+    _create_staging = staticmethod(spark_sql.cache_staging)
+
+    def _all_columns(self, table: str, staged: bool = False) -> list[str]:
+        source = spark_sql.staged(table) if staged else sql.table(table)
+        return list(self._frame(spark_sql.select_all(source)).columns)
+
+    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
+        published = self._catalog.columns(name, schema)
+        if published is not None or schema is not None:
+            return published
+        fields = self._views.source_fields(name)
+        return None if fields is None else [_column(n, t, True) for n, t in fields]
+
+    def staging_tables(self) -> list[str]:
+        views = self._spark.catalog.listTables()
+        prefix = spark_sql.STAGING_PREFIX
+        return sorted(
+            t.name.removeprefix(prefix)
+            for t in views
+            if t.isTemporary and t.name.startswith(prefix)
+        )
+
+    # the seam ----------------------------------------------------------------------------------
+
+    def version(self) -> str:
+        return str(self._spark.version)
+
+    def prepare(self) -> None:
+        """The catalog's tables are made when it opens; the location when first written."""
+
+    def query_columns(self, sql_text: str, bounds: Mapping[str, Any]) -> list[Column]:
+        statement = spark_sql.model_query(sql_text)
+        frame = self._frame(statement, self._bind(bounds, statement))
+        try:
+            schema = frame.schema
+        except Exception as error:
+            raise self._failure(error) from error
+        return [_column(f.name, f.dataType.simpleString(), True) for f in schema.fields]
+
+    def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
+        source = spark_sql.staged(staging)
+        fields = self._frame(spark_sql.select_all(source)).schema.fields
+        names = [f.name for f in fields]
+        if not names:
+            return []
+        if not count_nulls:
+            return [_column(f.name, f.dataType.simpleString(), False) for f in fields]
+        nulls = self._one(
+            self._statement(
+                ("nulls", staging, tuple(names)), lambda: sql.null_counts(source, names, SPARK)
+            )
+        )
+        return [
+            _column(f.name, f.dataType.simpleString(), bool(n))
+            for f, n in zip(fields, nulls, strict=True)
+        ]
+
+    def stage_arrow(self, staging: str, data: Any) -> None:
+        import pyarrow as pa
+
+        rows = data if isinstance(data, pa.Table) else data.read_all()
+        view = spark_sql.STAGING_PREFIX + staging
+        with self._busy():
+            try:
+                frame = self._spark.createDataFrame(rows)
+                frame.createOrReplaceTempView(view)
+                # cached at once, like a staged query: the rows stay while the slot is staged
+                self._spark.catalog.cacheTable(view)
+                frame.count()
+            except Exception as error:
+                with contextlib.suppress(Exception):
+                    self._spark.catalog.dropTempView(view)
+                raise self._failure(error) from error
+
+    def _fetch_arrow(self, statement: str, params: Params) -> Any:
+        with self._busy():
+            frame = self._frame(statement, params)
+            try:
+                return frame.toArrow()
+            except Exception as error:
+                raise self._failure(error) from error
+
+    def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
+        return self._catalog.markers(attempt_ids)
+
+    def handle(self) -> SparkEngine:
+        """Another handle on the same warehouse for a worker thread: the process's session,
+        its own catalog connection and its own job tag (what `interrupt` cancels)."""
+        twin = SparkEngine.__new__(SparkEngine)
+        twin.settings, twin.layout, twin.place = self.settings, self.layout, self.place
+        twin._read_only = self._read_only
+        twin._spark, twin._views = self._spark, self._views
+        twin._catalog = self.place.open()
+        twin._open()
+        return twin
+
+    def interrupt(self) -> None:
+        """Cancel the running statement's jobs, and the ones it starts until it gives up (a
+        statement may start jobs one after another: a broadcast, then its join)."""
+        self._interrupted = True
+        threading.Thread(target=self._cancel_until_idle, daemon=True).start()
+
+    def _cancel_until_idle(self) -> None:
+        while True:
+            cancel_jobs(self._spark, self._tag)
+            if self._idle.wait(CANCEL_EVERY_SECONDS):
+                return
+
+    def close(self) -> None:
+        # the session stays for the process's other handles; it ends with the process
+        if not self._closed:
+            self._closed = True
+            self._catalog.close()
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def _column(name: str, spark_type: str, nullable: bool) -> Column:
+    try:
+        return Column(name, spark_sql.canonical_type(spark_type), nullable)
+    except SqlProblem:
+        raise EngineError(
+            f"spark: column {name} has type {spark_type}, which tidegate cannot name; cast it"
+        ) from None

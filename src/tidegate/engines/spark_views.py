@@ -1,0 +1,117 @@
+"""The temporary views a Spark warehouse's statements read tables through.
+
+A published table's view reads exactly the directories its catalog pointers name now; a
+source's view reads its Parquet directory. Before a statement runs, the views of the tables it
+names are brought up to date under one lock of the process, so that a view only ever moves
+forward to newer pointers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlglot import exp
+
+from tidegate.domain.errors import EngineError
+from tidegate.domain.model import Column
+from tidegate.engines.spark_catalog import Catalog
+from tidegate.engines.spark_layout import Layout
+from tidegate.project.config import IDENTIFIER
+from tidegate.sql import spark as spark_sql
+from tidegate.sql.spark import SLOT_COLUMN
+from tidegate.sql.statements import ident
+
+
+class Views:
+    """The views of one warehouse in the process's session, shared by its engine handles."""
+
+    def __init__(self, session: Any, layout: Layout) -> None:
+        self.session = session
+        self.layout = layout
+        self._lock = threading.Lock()
+        # view name → what it was registered over (columns and directories, or the source)
+        self._registered: dict[str, object] = {}
+
+    def refresh(self, catalog: Catalog, names: Iterable[str]) -> None:
+        """Register or update the views of these tables; raises EngineError for a name that
+        is neither a published table nor a source directory."""
+        with self._lock:
+            for name in names:
+                self._refresh(catalog, name)
+
+    def _refresh(self, catalog: Catalog, view: str) -> None:
+        schema, _, table = view.rpartition(".")
+        columns = catalog.columns(table, schema or None)
+        if columns is None:
+            if view not in self._registered:
+                self._register_source(view)
+            return
+        # an empty partition points at no directory
+        directories = tuple(
+            sorted(d for d in catalog.pointers(table, schema or None).values() if d)
+        )
+        state = (tuple(columns), directories)
+        if self._registered.get(view) == state:
+            return
+        self.frame(columns, directories).createOrReplaceTempView(_quoted(view))
+        self._registered[view] = state
+
+    def frame(self, columns: Sequence[Column], directories: Iterable[str]) -> Any:
+        """The rows of these attempt directories, typed as the table's columns (a column a
+        directory predates reads as NULL)."""
+        ddl = spark_sql.schema_ddl(columns)
+        paths = [self.layout.path(d) for d in directories]
+        if not paths:
+            return self.session.createDataFrame([], ddl)
+        return self.session.read.schema(ddl).parquet(*paths)
+
+    def show(self, view: exp.Table, columns: Sequence[Column], directories: list[str]) -> None:
+        """Register a view over these directories (partitions just written)."""
+        self.frame(columns, directories).createOrReplaceTempView(
+            view.sql(dialect=spark_sql.SPARK_DIALECT)
+        )
+
+    def slots_in(self, path: str) -> set[int]:
+        """The partitions a publish's directory at a URI holds (Spark lists it)."""
+        try:
+            found = self.session.read.parquet(path).select(SLOT_COLUMN).distinct().collect()
+        except Exception as error:
+            if "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error):
+                return set()
+            raise EngineError(f"spark: cannot list {path}: {_first_line(error)}") from None
+        return {int(row[0]) for row in found}
+
+    def _register_source(self, name: str) -> None:
+        where = self.layout.source(name)
+        if not IDENTIFIER.match(name) or self.layout.has_source(name) is False:
+            raise EngineError(
+                f"spark: no table {name}: not published, and no Parquet directory {where}"
+            )
+        try:
+            self.session.read.parquet(where).createOrReplaceTempView(_quoted(name))
+        except Exception as error:
+            raise EngineError(
+                f"spark: cannot read the source {name} at {where}: {_first_line(error)}"
+            ) from None
+        self._registered[name] = where
+
+    def source_fields(self, name: str) -> list[tuple[str, str]] | None:
+        """A source directory's columns and their Spark types, or None when there is none."""
+        if not IDENTIFIER.match(name) or self.layout.has_source(name) is False:
+            return None
+        try:
+            schema = self.session.read.parquet(self.layout.source(name)).schema
+        except Exception:
+            return None
+        return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def _quoted(view: str) -> str:
+    return ident(view).sql(dialect=spark_sql.SPARK_DIALECT)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

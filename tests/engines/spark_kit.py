@@ -1,0 +1,93 @@
+"""The Spark warehouse the `spark` tests use: the process's one SparkSession (local[2]), a
+warehouse location of its own per test, and an outside reader of what the catalog says is
+published. Without pyspark or Java the tests fail, never skip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tests.kit import EXAMPLE_MODELS, example_project, tidegate
+from tidegate.engines.spark import SparkEngine
+from tidegate.engines.spark_catalog import catalog_place
+from tidegate.engines.spark_layout import CATALOG_FILE, Layout
+from tidegate.engines.spark_load import load_example
+from tidegate.engines.spark_session import SessionSettings
+
+# TIDEGATE_TEST_SPARK_REMOTE: run through Spark Connect instead (test_spark_connect.py sets it
+# to local[2], which makes PySpark start a local Connect server)
+REMOTE = os.environ.get("TIDEGATE_TEST_SPARK_REMOTE")
+# Spark SQL's own warehouse directory: not the directory the tests run in
+OWN = {"spark.sql.warehouse.dir": str(Path(tempfile.gettempdir()) / "tidegate-spark-sql")}
+LOCAL = SessionSettings(None, REMOTE) if REMOTE else SessionSettings("local[2]", conf=OWN)
+LOCATION = "lake"
+
+
+def open_spark(
+    location: Path, settings: SessionSettings = LOCAL, read_only: bool = False
+) -> SparkEngine:
+    """A Spark engine on the warehouse at `location`, its catalog the default SQLite file."""
+    layout = Layout(str(location))
+    place = catalog_place(layout.root, layout.catalog_file(), None, None)
+    return SparkEngine(settings, layout, place, read_only)
+
+
+def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1) -> Path:
+    """The orders example on a Spark warehouse (`lake/` in the project): the same generated
+    orders as the DuckDB example, as the Parquet source `lake/orders`, every model deployed."""
+    example_project(target, rows_per_day, seed, deploy=False)
+    shutil.rmtree(target / ".tidegate", ignore_errors=True)
+    for leftover in target.glob("warehouse.duckdb*"):
+        leftover.unlink()
+    config = target / "tidegate.toml"
+    duckdb_section = 'engine = "duckdb"\npath = "warehouse.duckdb"\n'
+    assert duckdb_section in config.read_text()
+    config.write_text(
+        config.read_text().replace(
+            duckdb_section, f'engine = "spark"\nmaster = "local[2]"\nlocation = "{LOCATION}"\n'
+        )
+    )
+    assert load_example(target / LOCATION, rows_per_day, seed) == 365 * rows_per_day
+    assert tidegate("build", "--project", target).exit_code == 0
+    for model in EXAMPLE_MODELS:
+        result = tidegate("deploy", model, "--project", target)
+        assert result.exit_code == 0, result.stderr
+    return target
+
+
+def published_files(location: Path, table: str) -> list[str]:
+    """What an outside reader reads of a published table: the Parquet files of the directories
+    the catalog's pointers name (relative to the location)."""
+    con = sqlite3.connect(location / CATALOG_FILE)
+    try:
+        directories = [
+            r[0]
+            for r in con.execute(
+                "SELECT directory FROM tidegate_spark_pointers "
+                "WHERE schema_name = '' AND table_name = ?",
+                [table],
+            )
+        ]
+    finally:
+        con.close()
+    return sorted(str(f) for d in directories for f in (location / d).glob("*.parquet"))
+
+
+def published_rows(location: Path, table: str, columns: str) -> list[tuple[Any, ...]]:
+    """A published table's rows read with DuckDB from its current files, ordered."""
+    files = published_files(location, table)
+    if not files:
+        return []
+    con = duckdb.connect()
+    try:
+        return con.execute(
+            f"SELECT {columns} FROM read_parquet($files) ORDER BY {columns}", {"files": files}
+        ).fetchall()
+    finally:
+        con.close()
