@@ -1,8 +1,11 @@
-"""A distributed backfill of daily_revenue over a year on PostgreSQL (warehouse and ledger), run
-by 1 and by 2 `tidegate worker` processes, against the same backfill in one process and a raw
-per-day DELETE+INSERT loop in PostgreSQL doing the same writes.
+"""A distributed backfill of daily_revenue over a year, its ledger in PostgreSQL, run by 1 and by
+2 `tidegate worker` processes, against the same backfill in one process. On a PostgreSQL
+warehouse (the default) also against a raw per-day DELETE+INSERT loop in PostgreSQL doing the
+same writes; with `--engine spark`, on a Spark local[2] warehouse (each worker its own JVM; see
+spark.py for tidegate against a plain PySpark job).
 
     .venv/bin/python benchmarks/workers.py [ROWS_PER_DAY] [--batch-size N] [--server URL]
+        [--engine postgres|spark] [--days N]
 
 Each measurement gets a fresh database on the server (dropped afterwards); the wall time runs
 from the coordinator's start to its exit."""
@@ -29,7 +32,7 @@ from tidegate.engines.postgres import load_example
 TIDEGATE = [sys.executable, "-m", "tidegate"]
 SQLITE_STATE = '[state]\npath = ".tidegate/state.db"\n'
 DUCKDB_WAREHOUSE = 'engine = "duckdb"\npath = "warehouse.duckdb"\n'
-YEAR = "2025-01-01..2025-12-31"
+SPARK_WAREHOUSE = 'engine = "spark"\nmaster = "local[2]"\nlocation = "lake"\n'
 
 
 @contextmanager
@@ -50,22 +53,29 @@ def cli(*args: str | Path) -> None:
     subprocess.run([*TIDEGATE, *[str(a) for a in args]], check=True, capture_output=True)
 
 
-def project(folder: Path, dsn: str, rows_per_day: int) -> Path:
-    """The orders example with its warehouse and ledger in `dsn`, daily_revenue deployed."""
+def project(folder: Path, dsn: str, rows_per_day: int, engine: str) -> Path:
+    """The orders example with its ledger in `dsn` and its warehouse there too (or a Spark
+    location in the project), daily_revenue deployed."""
     root = folder / "project"
     cli("init", root, "--example", "orders", "--rows-per-day", "1")
     for leftover in [*root.glob("warehouse.duckdb*"), root / ".tidegate" / "state.db"]:
         leftover.unlink(missing_ok=True)
     config = root / "tidegate.toml"
-    text = config.read_text().replace(DUCKDB_WAREHOUSE, f'engine = "postgres"\ndsn = "{dsn}"\n')
+    warehouse = SPARK_WAREHOUSE if engine == "spark" else f'engine = "postgres"\ndsn = "{dsn}"\n'
+    text = config.read_text().replace(DUCKDB_WAREHOUSE, warehouse)
     config.write_text(text.replace(SQLITE_STATE, f'[state]\nurl = "{dsn}"\nschema = "ledger"\n'))
-    load_example(dsn, rows_per_day=rows_per_day)
+    if engine == "spark":
+        from tidegate.engines.spark_load import load_example as load_parquet
+
+        load_parquet(root / "lake", rows_per_day)
+    else:
+        load_example(dsn, rows_per_day=rows_per_day)
     cli("build", "--project", root)
     cli("deploy", "daily_revenue", "--project", root)
     return root
 
 
-def distributed(root: Path, dsn: str, workers: int, batch_size: int) -> float:
+def distributed(root: Path, dsn: str, workers: int, batch_size: int, days: str) -> float:
     began = time.perf_counter()
     coordinator = subprocess.Popen(
         [
@@ -73,7 +83,7 @@ def distributed(root: Path, dsn: str, workers: int, batch_size: int) -> float:
             "backfill",
             "daily_revenue",
             "--partitions",
-            YEAR,
+            days,
             "--batch-size",
             str(batch_size),
             "--max-concurrency",
@@ -111,13 +121,13 @@ def distributed(root: Path, dsn: str, workers: int, batch_size: int) -> float:
     return seconds
 
 
-def one_process(root: Path, batch_size: int) -> float:
+def one_process(root: Path, batch_size: int, days: str) -> float:
     began = time.perf_counter()
     cli(
         "backfill",
         "daily_revenue",
         "--partitions",
-        YEAR,
+        days,
         "--batch-size",
         str(batch_size),
         "--project",
@@ -126,7 +136,7 @@ def one_process(root: Path, batch_size: int) -> float:
     return time.perf_counter() - began
 
 
-def raw_loop(dsn: str) -> float:
+def raw_loop(dsn: str, count: int) -> float:
     """The same per-day writes by hand: each day's aggregate DELETE+INSERT in a transaction."""
     aggregate = (
         "INSERT INTO daily_raw SELECT CAST(order_ts AS DATE), status, count(*), "
@@ -142,7 +152,7 @@ def raw_loop(dsn: str) -> float:
         )
         con.commit()
         began = time.perf_counter()
-        for day in range(365):
+        for day in range(count):
             bounds = {"start": first + timedelta(days=day), "end": first + timedelta(days=day + 1)}
             with con.transaction():
                 con.execute(remove, bounds)
@@ -155,26 +165,38 @@ def main() -> None:
     parser.add_argument("rows_per_day", type=int, nargs="?", default=2000)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--engine", choices=("postgres", "spark"), default="postgres")
+    parser.add_argument("--days", type=int, default=365, help="from 2025-01-01 (at most 365)")
     args = parser.parse_args()
+    last = datetime(2025, 1, 1) + timedelta(days=min(args.days, 365) - 1)
+    days = f"2025-01-01..{last:%Y-%m-%d}"
+    runs = [("one process", 0), ("1 worker", 1), ("2 workers", 2)]
+    if args.engine == "postgres":
+        runs.insert(0, ("raw", 0))
     results: dict[str, float] = {}
-    for label, workers in (("raw", 0), ("one process", 0), ("1 worker", 1), ("2 workers", 2)):
+    for label, workers in runs:
         with tempfile.TemporaryDirectory() as folder, database(args.server) as dsn:
-            root = project(Path(folder), dsn, args.rows_per_day)
+            root = project(Path(folder), dsn, args.rows_per_day, args.engine)
             if label == "raw":
-                results[label] = raw_loop(dsn)
+                results[label] = raw_loop(dsn, min(args.days, 365))
             elif label == "one process":
-                results[label] = one_process(root, args.batch_size)
+                results[label] = one_process(root, args.batch_size, days)
             else:
-                results[label] = distributed(root, dsn, workers, args.batch_size)
+                results[label] = distributed(root, dsn, workers, args.batch_size, days)
         print(f"{label:<12} {results[label]:7.2f} s", flush=True)
-    raw = results["raw"]
-    print(
-        f"365 days x {args.rows_per_day} orders, batch size {args.batch_size}: "
-        f"one process {results['one process'] / raw:.2f}x raw, "
-        f"1 worker {results['1 worker'] / raw:.2f}x raw, "
-        f"2 workers {results['2 workers'] / raw:.2f}x raw, "
-        f"2 workers / 1 worker {results['2 workers'] / results['1 worker']:.2f}"
+    summary = (
+        f"{args.engine}, {days} x {args.rows_per_day} orders a day, batch size {args.batch_size}: "
+        f"2 workers / 1 worker {results['2 workers'] / results['1 worker']:.2f}, "
+        f"1 worker / one process {results['1 worker'] / results['one process']:.2f}"
     )
+    if "raw" in results:
+        raw = results["raw"]
+        summary += (
+            f"; against the raw loop: one process {results['one process'] / raw:.2f}x, "
+            f"1 worker {results['1 worker'] / raw:.2f}x, "
+            f"2 workers {results['2 workers'] / raw:.2f}x"
+        )
+    print(summary)
 
 
 if __name__ == "__main__":
