@@ -20,6 +20,12 @@ from tidegate.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_MODELS = ("daily_revenue", "monthly_revenue", "revenue_report")
+# the columns of each example model's published table, to compare engines value for value
+EXAMPLE_COLUMNS = {
+    "daily_revenue": "order_date, status, order_count, gross_revenue, net_revenue",
+    "monthly_revenue": "month, status, order_count, gross_revenue, net_revenue",
+    "revenue_report": "month, orders, cancelled_orders, gross_revenue, net_revenue, net_margin",
+}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from tests.distributed.test_workers import clean_daily_revenue, ended
 from tests.engines.postgres_kit import fresh_database
 from tests.engines.spark_kit import LOCATION, published_rows, spark_project
 from tests.faults.ledger import wait_until
-from tests.kit import tidegate
+from tests.kit import EXAMPLE_COLUMNS, tidegate
 from tidegate.engines.spark_layout import CATALOG_FILE
 
 pytestmark = [
@@ -31,7 +31,7 @@ pytestmark = [
 
 ROWS_PER_DAY = 4
 DAYS = "2025-01-01..2025-01-12"
-COLUMNS = "order_date, status, order_count, gross_revenue, net_revenue"
+COLUMNS = EXAMPLE_COLUMNS["daily_revenue"]
 ARMED = ("after_stage", "before_publish", "after_publish", "after_ledger")
 
 

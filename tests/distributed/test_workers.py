@@ -27,14 +27,14 @@ from tests.distributed.kit import (
 )
 from tests.engines.postgres_kit import admin, fresh_database, rows
 from tests.faults.ledger import wait_until
-from tests.kit import example_project, tidegate, warehouse_rows
+from tests.kit import EXAMPLE_COLUMNS, example_project, tidegate, warehouse_rows
 from tests.ops.test_json_schemas import validator
 from tidegate.execution.crash import CRASH_POINTS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 
 ROWS_PER_DAY = 4
-DAILY = "order_date, status, order_count, gross_revenue, net_revenue"
+DAILY = EXAMPLE_COLUMNS["daily_revenue"]
 
 
 def coordinator(logs: Path, project: Path, partitions: str, *options: str) -> Process:

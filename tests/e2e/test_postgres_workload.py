@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.engines.postgres_kit import fresh_database, postgres_project, rows
-from tests.kit import example_project, tidegate, warehouse_rows
+from tests.kit import EXAMPLE_COLUMNS, example_project, tidegate, warehouse_rows
 
 pytestmark = pytest.mark.postgres
 
@@ -24,11 +24,7 @@ BACKFILLS = (
     ("monthly_revenue", "2025-01..2025-04"),
     ("revenue_report", "2025-01..2025-04"),
 )
-TABLES = {
-    "daily_revenue": "order_date, status, order_count, gross_revenue, net_revenue",
-    "monthly_revenue": "month, status, order_count, gross_revenue, net_revenue",
-    "revenue_report": "month, orders, cancelled_orders, gross_revenue, net_revenue, net_margin",
-}
+TABLES = EXAMPLE_COLUMNS
 
 
 def backfill_everything(project: Path) -> dict[str, Any]:
