@@ -135,12 +135,14 @@ def test_a_forced_deploy_is_kept_with_its_reason(project: Path) -> None:
 
 
 def test_a_gate_that_flips_on_the_same_inputs_is_flaky(project: Path) -> None:
-    # a check that depends on chance, not on the data: the same inputs pass or fail
+    # a check that depends on chance, not on the data: the same inputs pass or fail. A fair coin
+    # per row: forty validations that all agree have a chance below 2^-39 (with 0.9, a partition
+    # of few rows passed forty times in a row now and then)
     edit(
         project,
         (
             'expression = "net_revenue <= gross_revenue"',
-            'expression = "net_revenue <= gross_revenue AND random() < 0.9"',
+            'expression = "net_revenue <= gross_revenue AND random() < 0.5"',
         ),
     )
     cli(project, "build")
