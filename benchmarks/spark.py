@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
+
+from backfill import recorded_seconds
 
 PLAIN_JOB = """
 import sys
@@ -47,17 +48,6 @@ def run(args: list[str]) -> float:
     began = time.perf_counter()
     subprocess.run(args, check=True, capture_output=True)
     return time.perf_counter() - began
-
-
-def recorded_seconds(project: Path) -> float:
-    con = sqlite3.connect(project / ".tidegate" / "state.db")
-    try:
-        [(started, ended)] = con.execute(
-            "SELECT started_at, ended_at FROM runs WHERE kind = 'backfill'"
-        ).fetchall()
-    finally:
-        con.close()
-    return (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
 
 
 def spark_project(folder: Path, rows_per_day: int) -> Path:

@@ -10,7 +10,7 @@ checkpoint.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from tidegate.domain.backfill import Progress
 
@@ -42,14 +42,10 @@ class Lease:
     worker: str
     expires_ms: int
 
-    @property
-    def fence_key(self) -> str:
-        return f"{self.run_id}/{self.batch}"
-
 
 @dataclass(frozen=True)
 class BatchTally:
-    """What one batch did, as its worker settles it."""
+    """What one batch did, as its worker settles it (or batches summed)."""
 
     published: int = 0
     failed: int = 0
@@ -59,6 +55,23 @@ class BatchTally:
     check_failures: int = 0
     mismatches: int = 0
 
+    def plus(self, other: BatchTally) -> BatchTally:
+        return BatchTally(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def minus(self, other: BatchTally) -> BatchTally:
+        return BatchTally(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def progress(self, elapsed_seconds: float) -> Progress:
+        """What was done as the stop-loss judges it (the same rules as on one machine)."""
+        return Progress(
+            done=self.published + self.failed,
+            failed=self.failed,
+            check_failures=self.check_failures,
+            reconciliation_mismatches=self.mismatches,
+            source_rows=self.source_rows,
+            elapsed_seconds=elapsed_seconds,
+        )
+
 
 @dataclass(frozen=True)
 class RunTally:
@@ -67,17 +80,6 @@ class RunTally:
     done: BatchTally
     queued: int  # waiting for a worker, or held by a lease that expired
     in_flight: int  # held by a live lease
-
-    def progress(self, elapsed_seconds: float) -> Progress:
-        """The run's progress as the stop-loss judges it (the same rules as on one machine)."""
-        return Progress(
-            done=self.done.published + self.done.failed,
-            failed=self.done.failed,
-            check_failures=self.done.check_failures,
-            reconciliation_mismatches=self.done.mismatches,
-            source_rows=self.done.source_rows,
-            elapsed_seconds=elapsed_seconds,
-        )
 
     def over(self, halted: bool) -> bool:
         """Whether the run is over: every batch done, or no batch may start any more (a stop

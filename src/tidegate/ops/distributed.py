@@ -18,7 +18,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 from tidegate.domain.attempt import RunStatus
@@ -254,7 +254,7 @@ def _report(tally: RunTally, halt: str | None, run: Run, ctx: Context) -> Report
         failed=done.failed,
         skipped=done.skipped,
         rows=done.rows,
-        progress=tally.progress(_elapsed(run, ctx)),
+        progress=done.progress(_elapsed(run, ctx)),
         trigger=None if halt is None else Trigger(**json.loads(halt)),
         stopped=run.stop_requested_at is not None,
     )
@@ -455,23 +455,13 @@ def _judge(
     """The stop-loss the run fires with this batch, over every worker's batches since the run
     started or was last resumed (as on one machine, a resumed run judges what it does from
     there); None when none fires."""
-    tally = ctx.state.run_tally(run.run_id)
-    began = run.started_at
-    since = BatchTally()
+    began, since = run.started_at, BatchTally()
     resumed = ctx.state.run_resumed(run.run_id)
     if resumed is not None:
         began, since = resumed
-    done = tally.done
-    progress = RunTally(
-        BatchTally(
-            *(
-                now + new - old
-                for now, new, old in zip(astuple(done), astuple(batch), astuple(since), strict=True)
-            )
-        ),
-        tally.queued,
-        tally.in_flight,
-    ).progress((ctx.clock.now() - datetime.fromisoformat(began)).total_seconds())
+    # the batches settled before this one, this one, less what the run had done at its resume
+    done = ctx.state.run_tally(run.run_id).done.plus(batch).minus(since)
+    progress = done.progress((ctx.clock.now() - datetime.fromisoformat(began)).total_seconds())
     spec = ctx.project.model(plan.model)
     label = PartitionRange(plan.grain, lease.start, lease.end).label(spec.keys)
     trigger = fired(plan.stop_loss, progress, label.split("..")[-1])
