@@ -387,6 +387,17 @@ class EngineContract:
         check = CheckSpec(f"{kind}_check", kind, Severity.BLOCKING, params)
         assert ready.measure(check, staging, bound) == expected
 
+    def test_a_key_held_by_three_rows_is_one_repeated_key(self, ready: Engine) -> None:
+        rows = [(7, f"2025-01-01 0{h}:00:00", "ok", "eu", h, h) for h in range(3)]
+        rows.append((8, "2025-01-01 05:00:00", "ok", "eu", 1, 1))
+        staging = self.fresh()
+        ready.stage(staging, select_rows(rows, self.MEASURED_COLUMNS), {})
+        check = CheckSpec("id_once", "unique", Severity.BLOCKING, {"columns": ["id"]})
+        assert ready.measure(check, staging, {}) == 1
+        names = [c.name for c in self.MEASURED_COLUMNS]
+        [profile] = ready.profile(staging, True, "ts", "day", None, names, [check]).values()
+        assert profile.measured == (1,)
+
     PROFILED_CHECKS = (
         CheckSpec("rows", "row_count", Severity.BLOCKING, {}),
         CheckSpec("status_set", "not_null", Severity.BLOCKING, {"columns": ["status"]}),
