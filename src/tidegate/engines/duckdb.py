@@ -50,6 +50,12 @@ class DuckDBEngine(DuckDBPublish):
         self._con = self._connect(path, wait, wait_timeout, on_wait, read_only)
         self._con.execute("SET TimeZone = 'UTC'")
         self._new_caches()
+        # The staging catalog is this connection's memory, shared by its handles and no one
+        # else: no other session can leave a table there. Each staging table present, with the
+        # SELECT that filled it (None: Arrow rows), so that dropping an absent one costs nothing
+        # and a SELECT's result types, the same for every batch, are described once.
+        self._staged_by: dict[str, str | None] = {}
+        self._described: dict[tuple[str, str], list[Any]] = {}
 
     @staticmethod
     def _connect(
@@ -120,6 +126,10 @@ class DuckDBEngine(DuckDBPublish):
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
         return [_column(r[0], r[1], True) for r in rows]
 
+    def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
+        super().stage(staging, sql_text, bounds)
+        self._staged_by[staging] = sql_text
+
     def stage_arrow(self, staging: str, data: Any) -> None:
         # the rows reach DuckDB as a registered Arrow scan: a reader is consumed batch by batch
         view = f"{staging}__arrow"
@@ -128,6 +138,17 @@ class DuckDBEngine(DuckDBPublish):
             self.stage(staging, sql.select_all(sql.table(view)), {})
         finally:
             self._con.unregister(view)
+        self._staged_by[staging] = None  # each batch's rows bring their own types
+
+    def drop_staging(self, staging: str | None = None) -> int:
+        if staging is not None and staging not in self._staged_by:
+            return 0
+        dropped = super().drop_staging(staging)
+        if staging is None:
+            self._staged_by.clear()
+        else:
+            del self._staged_by[staging]
+        return dropped
 
     def _fetch_arrow(self, statement: str, params: Params) -> Any:
         # a relation hands its rows over as Arrow without the copy a DB-API result makes
@@ -138,9 +159,14 @@ class DuckDBEngine(DuckDBPublish):
 
     def staging_columns(self, staging: str, count_nulls: bool = True) -> list[Column]:
         source = sql.staged(staging)
-        described = self._run(
-            self._statement(("describe", staging), lambda: sql.describe(source))
-        ).fetchall()
+        query = self._staged_by.get(staging)
+        described = None if query is None else self._described.get((staging, query))
+        if described is None:
+            described = self._run(
+                self._statement(("describe", staging), lambda: sql.describe(source))
+            ).fetchall()
+            if query is not None:
+                self._described[(staging, query)] = described
         names = [row[0] for row in described]
         if not count_nulls:
             return [_column(row[0], row[1], False) for row in described]
@@ -182,6 +208,8 @@ class DuckDBEngine(DuckDBPublish):
         twin._con = self._con.cursor()
         twin._con.execute("SET TimeZone = 'UTC'")
         twin._new_caches()
+        twin._staged_by = self._staged_by
+        twin._described = self._described
         return twin
 
     def staging_tables(self) -> list[str]:

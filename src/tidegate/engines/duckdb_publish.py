@@ -48,4 +48,4 @@ class DuckDBPublish(SqlEngine):
         # commit. It is published already, so failing to drop it must not fail the publish;
         # the slot's next unit replaces it.
         with contextlib.suppress(EngineError):
-            self._run(self._drop_statement(staging))
+            self.drop_staging(staging)
