@@ -13,6 +13,7 @@ import psycopg
 
 from tidegate.domain.errors import EngineError
 from tidegate.engines.sql_engine import SqlEngine
+from tidegate.sql import postgres as pg
 
 if TYPE_CHECKING:
     from tidegate.engines.postgres_connection import Warehouse
@@ -46,6 +47,20 @@ class PostgresPublish(SqlEngine):
         with self._transaction():
             yield
             self._run(self._drop_statement(staging))
+
+    def _changed_rows(self, cursor: Any) -> int:
+        return int(cursor.rowcount)
+
+    def _limit_transaction(
+        self, lock_timeout: float | None, statement_timeout: float | None
+    ) -> None:
+        # SET LOCAL: the bounds end with the transaction, the session keeps its own
+        for name, seconds in (
+            ("lock_timeout", lock_timeout),
+            ("statement_timeout", statement_timeout),
+        ):
+            if seconds is not None:
+                self._run(pg.set_local_setting(), [name, f"{max(1, round(seconds * 1000))}ms"])
 
     def _after_publish(self, staging: str) -> None:
         """Nothing: the staging table went inside the publish's transaction."""

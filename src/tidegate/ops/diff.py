@@ -138,7 +138,9 @@ def diff(
 def _side(ctx: Context, engine: Engine, version: Version, lo: int, hi: int) -> Side:
     spec = version.spec
     intervals = IntervalSet.of(ctx.state.published_intervals(spec.name, lo, hi, version.version_id))
-    starts = frozenset(key.start for r in intervals.ranges(spec.grain) for key in r)
+    starts = frozenset(
+        key.start for r in intervals.ranges(spec.grain, spec.chunk_size) for key in r
+    )
     published = Relation(spec.name, None, spec.partition_column, spec.grain.value, spec.keys)
     present: set[str] | None = None
     if starts:

@@ -16,7 +16,7 @@ from tidegate.domain.errors import UsageError
 from tidegate.domain.gate import Gate, inputs_digest, is_flaky, sample
 from tidegate.domain.ids import new_gate_id
 from tidegate.domain.model import ModelSpec, Version
-from tidegate.domain.partitions import PartitionKey, PartitionRange, floor, parse_range, to_epoch
+from tidegate.domain.partitions import PartitionKey, floor, to_epoch
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.engines.base import Engine, Target
 from tidegate.execution.executor import reading_of
@@ -127,7 +127,7 @@ def _choose(
     the new version's output is compared with), or of every complete partition while there are
     none."""
     if partitions is not None:
-        chosen = parse_range(partitions, spec.grain, spec.keys)
+        chosen = spec.parse_range(partitions)
         first = spec.first_partition()
         if first is not None and chosen.start < first.start:
             raise UsageError(f"{spec.name} starts at {spec.start}; {partitions} is before it")
@@ -140,7 +140,7 @@ def _choose(
         else []
     )
     candidates = (
-        [k.start for s, e in published for k in PartitionRange(spec.grain, s, e)]
+        [k.start for s, e in published for k in spec.span(s, e)]
         if published
         else [k.start for k in complete]
     )
@@ -159,7 +159,7 @@ def shadow_run(
     spec = version.spec
     label = partition.label(spec.keys)
     engine, sources = session.engine, session.project.sources
-    window = PartitionRange(spec.grain, partition.start, partition.end)
+    window = spec.span(partition.start, partition.end)
     plan = read_inputs(
         engine, session.state, spec, sources, session.active_spec, window, [partition]
     )

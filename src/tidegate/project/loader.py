@@ -33,9 +33,10 @@ from tidegate.project.config import (
     read_project_file,
     sources_of,
 )
-from tidegate.project.model_file import ModelFile, ProgramHeader, read_model_file
+from tidegate.project.model_file import ModelFile, ProgramHeader, UpdateHeader, read_model_file
 from tidegate.project.python_model import read_python_model
 from tidegate.project.toml_model import read_toml_model
+from tidegate.project.update_model import update_spec
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
@@ -218,6 +219,12 @@ def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
         if len(set(header.keys)) != len(header.keys):
             raise ConfigError(model.path, "keys: repeated key", model.header_line("keys"))
         return header.key_column, tuple(header.keys)
+    if header.grain is Grain.RANGE:
+        raise ConfigError(
+            model.path,
+            'grain: key ranges are for update models (write_mode = "update") for now',
+            model.header_line("grain"),
+        )
     if not header.time_column:
         raise ConfigError(
             model.path,
@@ -370,7 +377,16 @@ def _build_spec(
     program: Program | None,
 ) -> ModelSpec:
     _check_name(name, model.path, sources)
+    if isinstance(model.header, UpdateHeader):
+        return update_spec(model, name)
     header = model.header
+    if header.write_mode == WriteMode.UPDATE.value:
+        raise ConfigError(
+            model.path,
+            "write_mode: update fills columns of an existing table: declare it in a TOML "
+            'model file with table, grain = "range", key_column, chunk_size and [set]',
+            model.header_line("write_mode"),
+        )
     columns = _columns(model)
     column_names = {c.name for c in columns}
     partition_column, keys = _partitioning(model)

@@ -19,7 +19,6 @@ from tidegate.domain.partitions import (
     Grain,
     IntervalSet,
     PartitionKey,
-    PartitionRange,
     floor,
     to_epoch,
 )
@@ -214,7 +213,7 @@ def _taints(
                 "reason": marks[0].reason,
                 "depth": min(m.mark.depth for m in marks),
                 "partitions": len(marks),
-                "ranges": [PartitionRange(spec.grain, s, e).label(spec.keys) for s, e in spans],
+                "ranges": [spec.span(s, e).label(spec.keys) for s, e in spans],
                 "cells": [[cal.ordinal(s), cal.ordinal(e)] for s, e in spans],
                 "marked_at": min(m.marked_at for m in marks),
             }

@@ -1,0 +1,144 @@
+"""The `update` write mode on the SQL warehouses (DuckDB, PostgreSQL): an existing table's
+columns set, key range by key range, in one transaction per batch that also audits the result
+and inserts the commit markers (SPEC §5): a crash leaves a range either done and marked, or
+untouched.
+
+No staging: the values are computed by the UPDATE itself, on each row as it is once locked, so
+the application writing the same rows meanwhile never has a newer value replaced by an older
+one. The audit runs after the UPDATE in the same transaction: no row of the range may still
+differ from its expression, and every declared check must hold; otherwise the transaction rolls
+back and nothing is written.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tidegate.domain.checksum import Checksum
+from tidegate.domain.errors import EngineError
+from tidegate.domain.model import CheckSpec, UpdateSpec
+from tidegate.engines.base import CommitMarker
+from tidegate.engines.sql_queries import SqlQueries
+from tidegate.sql import statements as sql
+from tidegate.sql import updates as update_sql
+
+
+@dataclass(frozen=True)
+class RangeAudit:
+    """What the update's transaction found in one key range after its UPDATE."""
+
+    start: int
+    rows: int
+    updated: int
+    # per assignment: rows whose column still differs from its expression
+    differing: tuple[int, ...]
+    # per check: violating rows
+    violations: tuple[int, ...]
+
+    @property
+    def checksum(self) -> Checksum:
+        """What a marker records of an updated range: its rows. Update mode proves itself by
+        its reconciliation, not by a content checksum (the application changes the rows)."""
+        return Checksum(self.rows, 0)
+
+
+class UpdateRefused(EngineError):
+    """The audit in the update's transaction failed: it rolled back, nothing was written."""
+
+    def __init__(self, message: str, audits: Sequence[RangeAudit]) -> None:
+        super().__init__(message)
+        self.audits = tuple(audits)
+
+
+class RangeUpdates(SqlQueries):
+    """Update mode for an engine that speaks SQL; the engine gives its transaction."""
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[None]: ...
+
+    @abstractmethod
+    def _changed_rows(self, cursor: Any) -> int:
+        """Rows an UPDATE just changed, from what running it returned."""
+
+    def _limit_transaction(
+        self, lock_timeout: float | None, statement_timeout: float | None
+    ) -> None:
+        """Bound the current transaction's lock waits and statements; an engine without those
+        settings (DuckDB: one writing process, no row locks to wait for) ignores them."""
+
+    def key_bounds(self, table: str, key: str) -> tuple[int, int] | None:
+        """The smallest and largest key of the table (None when it has no rows). Read-only."""
+        low, high = self._one(update_sql.key_bounds(table, key, self.flavor))
+        return None if low is None else (int(low), int(high))
+
+    def rows_per_chunk(
+        self, table: str, key: str, chunk_size: int, window: tuple[int, int]
+    ) -> dict[int, int]:
+        """Rows per chunk (by its first key) in the window of keys. Read-only."""
+        statement = update_sql.rows_per_chunk(table, key, chunk_size, self.flavor)
+        bounds = {"start": window[0], "end": window[1]}
+        return {
+            int(first): int(rows)
+            for first, rows in self._run(statement, self._bind(bounds, statement)).fetchall()
+        }
+
+    def update_ranges(
+        self,
+        update: UpdateSpec,
+        key: str,
+        checks: Sequence[CheckSpec],
+        markers: Sequence[CommitMarker],
+        refusal: Callable[[Sequence[RangeAudit]], str | None],
+        timeouts: tuple[float | None, float | None] = (None, None),
+    ) -> list[RangeAudit]:
+        """Update the key range of each marker, audit the ranges, and — unless `refusal` finds
+        a reason in the audits — insert the markers (each carrying its range's rows), all in
+        one transaction. `timeouts`: (lock, statement) seconds for this transaction.
+
+        Transactional; raises UpdateRefused (with the audits) when refused, ContentionError on
+        a lock or statement timeout, EngineError otherwise; nothing is written then."""
+        assignments = update.assignments
+        write = self._statement(
+            ("update", update.table, key, assignments),
+            lambda: update_sql.update_range(update.table, key, assignments, self.flavor),
+        )
+        audit = self._statement(
+            ("audit update", update.table, key, assignments, tuple(c.name for c in checks)),
+            lambda: update_sql.audit_range(update.table, key, assignments, checks, self.flavor),
+        )
+        audits: list[RangeAudit] = []
+        with self._transaction():
+            self._limit_transaction(*timeouts)
+            for marker in markers:
+                bounds = {"start": marker.partition_start, "end": marker.partition_end}
+                updated = self._changed_rows(self._run(write, self._bind(bounds, write)))
+                row = self._one(audit, self._bind(bounds, audit))
+                rows, measured = int(row[0]), [int(v) for v in row[1:]]
+                audits.append(
+                    RangeAudit(
+                        marker.partition_start,
+                        rows,
+                        updated,
+                        tuple(measured[: len(assignments)]),
+                        tuple(measured[len(assignments) :]),
+                    )
+                )
+            reason = refusal(audits)
+            if reason is not None:
+                raise UpdateRefused(reason, audits)
+            marked = [
+                replace(m, checksum=str(a.checksum)) for m, a in zip(markers, audits, strict=True)
+            ]
+            self._run(
+                self._statement(("markers",), self._insert_markers),
+                {n: [getattr(m, n) for m in marked] for n in sql.MARKER_COLUMNS},
+            )
+        return audits
+
+    @staticmethod
+    @abstractmethod
+    def _insert_markers() -> str: ...
