@@ -210,7 +210,7 @@ def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0
             raise UsageError("range 'all' of a key-range model is for backfill; give START..END")
         if grain is not Grain.KEY:
             raise UsageError(
-                "range 'all' is only for key-list and key-range models; give START..END"
+                "range 'all' is only for key-list models (and key-range backfills); give START..END"
             )
         return PartitionRange(grain, 0, len(keys))
     if ".." in text:

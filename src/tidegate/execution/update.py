@@ -19,6 +19,7 @@ from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.engines.base import CommitMarker, Engine
 from tidegate.engines.sql_update import RangeAudit, RangeUpdates, UpdateRefused
 from tidegate.execution.unit import Computed, Unit
+from tidegate.sql.updates import is_integer_type
 from tidegate.state.base import StateStore
 
 # a timed-out transaction is tried again this many times, after 0.5 s, 1 s, 2 s
@@ -80,9 +81,16 @@ def table_problems(engine: Engine, spec: ModelSpec) -> list[str]:
     found = engine.table_columns(update.table)
     if found is None:
         return [f"table {update.table} does not exist"]
-    have = {c.name for c in found}
+    have = {c.name: c.type for c in found}
     wanted = [spec.partition_column, *(c for c, _ in update.assignments)]
-    return [f"table {update.table} has no column {c}" for c in wanted if c not in have]
+    problems = [f"table {update.table} has no column {c}" for c in wanted if c not in have]
+    key_type = have.get(spec.partition_column)
+    if key_type is not None and not is_integer_type(key_type):
+        problems.append(
+            f"key column {spec.partition_column} is {key_type}, not an integer: key ranges "
+            "need an integer key"
+        )
+    return problems
 
 
 def measure(engine: Engine, spec: ModelSpec, unit: Unit) -> Computed:

@@ -112,6 +112,11 @@ def diff(
     left_version = resolve(ctx, model, left_ref)
     right_version = resolve(ctx, model, right_ref)
     lspec, rspec = left_version.spec, right_version.spec
+    if rspec.update is not None or lspec.update is not None:
+        raise UsageError(
+            f"{model} is an update model: its versions write one table in place, so there "
+            "are no two outputs to compare"
+        )
     if lspec.grain is not rspec.grain:
         raise UsageError(
             f"{model}: v{left_version.seq} has {lspec.grain.value} partitions and "

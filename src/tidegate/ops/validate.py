@@ -67,6 +67,11 @@ def validate(
 ) -> Gate:
     version = resolve(ctx, model, ref)
     spec = version.spec
+    if spec.update is not None:
+        raise UsageError(
+            f"{model} is an update model: it writes its table in place, with no shadow table "
+            "to validate into; its audit runs in each batch's transaction"
+        )
     if sample_size is not None and sample_size < 1:
         raise UsageError("--sample must be at least 1")
     chosen = _choose(ctx, spec, partitions, sample_size or DEFAULT_SAMPLE, seed)

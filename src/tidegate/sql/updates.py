@@ -20,6 +20,16 @@ from tidegate.domain.model import CheckSpec
 from tidegate.sql.statements import DIALECT, DUCKDB, Flavor, check_violations, column, ident, table
 
 Assignments = Sequence[tuple[str, str]]
+INTEGER_TYPES = frozenset(exp.DataType.INTEGER_TYPES) - {exp.DataType.Type.BIT}
+
+
+def is_integer_type(type_text: str) -> bool:
+    """Whether a column type (as an engine names it) holds integers."""
+    try:
+        parsed = exp.DataType.build(type_text, dialect=DIALECT)
+    except SqlglotError:
+        return False
+    return parsed.this in INTEGER_TYPES
 
 
 def assignment_problem(text: str) -> str | None:

@@ -1,0 +1,265 @@
+"""The migration backfill on the embedded default (DuckDB, one writer): an update model fills a
+new column of `orders` in key ranges — dry run, backfill, audit results, rerun judgment,
+idempotence — and every kind of bad input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.faults.backfill_kit import backfill_run_ids
+from tests.faults.ledger import assert_ledger_matches_markers, ledger_rows
+from tests.kit import FORCED, run_process, state_dump, tidegate, warehouse_rows
+from tests.ranges.range_kit import DIFFERING, MODEL, add_model, duckdb_project, model_text
+from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+
+pytestmark = pytest.mark.duckdb
+
+ROWS_PER_DAY = 20  # 7,300 orders, order_id 1..7300
+CHUNK = 500  # 15 chunks: 0..7000
+CHUNKS = 15
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return duckdb_project(tmp_path / "shop", ROWS_PER_DAY, CHUNK)
+
+
+def differing(project: Path) -> int:
+    [(count,)] = warehouse_rows(project, DIFFERING)
+    return int(count)
+
+
+def test_a_dry_run_counts_the_chunks_and_writes_nothing(project: Path) -> None:
+    before = state_dump(project)
+    result = tidegate(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "all",
+        "--rate",
+        "120/min",
+        "--dry-run",
+        "--json",
+        "--project",
+        project,
+    )
+    assert result.exit_code == 0, result.stderr
+    plan = result.json()
+    assert (plan["partitions"], plan["batches"], plan["ranges"]) == (CHUNKS, CHUNKS, ["0..7000"])
+    assert plan["update"]["rows"] == 7300
+    assert plan["update"]["rows_per_chunk"]["0"] == 499  # order_id 1..499
+    assert plan["update"]["rows_per_chunk"]["500"] == 500
+    # 15 batch starts at 120 a minute: 14 pauses of half a second
+    assert plan["estimated_seconds"] == 7.0
+    assert state_dump(project) == before
+    assert differing(project) == 7300
+
+
+def test_the_backfill_fills_every_chunk_audited_in_its_transaction(project: Path) -> None:
+    result = tidegate(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "all",
+        "--batch-size",
+        "2",
+        "--json",
+        "--project",
+        project,
+    )
+    assert result.exit_code == 0, result.stderr + result.stdout
+    assert differing(project) == 0
+    assert assert_ledger_matches_markers(project, MODEL) == CHUNKS
+    [run_id] = backfill_run_ids(project)
+    run = tidegate("show", "run", run_id, "--json", "--project", project).json()
+    assert run["plan"]["requested"] == "0..7000"  # `all` as resolved, kept for resume
+    assert run["plan"]["chunk_size"] == CHUNK
+    assert {a["state"] for a in run["attempts"]} == {"published"}
+    assert all(r["passed"] for a in run["attempts"] for r in a["reconciliations"])
+
+    shown = tidegate("show", "partition", MODEL, "3500", "--json", "--project", project)
+    assert shown.exit_code == 0, shown.stderr
+    document = shown.json()["published"]
+    assert document["rows"] == 500
+    [reconciled] = document["reconciliations"]
+    assert (reconciled["source_value"], reconciled["target_value"]) == ("500", "500")
+    checks = {c["name"]: c for c in document["checks"]}
+    assert checks["net_not_above_gross"]["passed"]
+    assert checks["updated"]["measured"] == "500"
+
+    status = tidegate("status", MODEL, "--json", "--project", project).json()
+    assert status["models"][0]["partitions"]["published"] == CHUNKS
+
+    # again: idempotent, and nothing left to change in any range
+    again = tidegate("backfill", MODEL, "--partitions", "0..1000", "--project", project)
+    assert again.exit_code == 0, again.stderr
+    [latest] = ledger_rows(
+        project,
+        "SELECT c.measured FROM check_results AS c JOIN partitions AS p "
+        "ON p.attempt_id = c.attempt_id WHERE p.model = ? AND p.partition_start = 500 "
+        "AND c.name = 'updated'",
+        (MODEL,),
+    )
+    assert latest == ("0",)
+
+    judged = tidegate(
+        "rerun",
+        run_id,
+        "--partitions",
+        "0..1000",
+        "--dry-run",
+        "--json",
+        "--project",
+        project,
+    )
+    assert judged.exit_code in (0, 3), judged.stderr
+    verdicts = judged.json()["judgment"]
+    assert [p["verdict"] for p in verdicts] == ["safe", "safe", "safe"]
+    assert all("update sets each row" in p["reason"] for p in verdicts)
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_kills_at_seeded_points_then_resume_fill_every_row_once(project: Path) -> None:
+    backfill = ("backfill", MODEL, "--partitions", "all", "--json", "--project", project)
+    killed = run_process(*backfill, env={ENVIRONMENT_VARIABLE: "before_publish:3"})
+    assert killed.exit_code == -9, killed.stderr
+    [run_id] = backfill_run_ids(project)
+    for point in ("after_publish:4", "after_ledger:2"):
+        killed = run_process(
+            "backfill",
+            "resume",
+            run_id,
+            "--project",
+            project,
+            env={ENVIRONMENT_VARIABLE: point},
+        )
+        assert killed.exit_code == -9, killed.stderr
+    done = run_process("backfill", "resume", run_id, "--project", project)
+    assert done.exit_code == 0, done.stderr
+    assert differing(project) == 0
+    assert assert_ledger_matches_markers(project, MODEL) == CHUNKS
+
+
+def _refused(project: Path, *args: str, message: str) -> None:
+    before = state_dump(project)
+    result = tidegate(*args, "--project", project)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert state_dump(project) == before
+    assert differing(project) == 7300
+
+
+@pytest.mark.parametrize(
+    ("partitions", "message"),
+    [
+        ("abc", "'abc' is not a key"),
+        ("250..1000", "not the first key of a chunk of 500"),
+        ("1000..0", "ends before it starts"),
+    ],
+)
+def test_bad_ranges_are_refused(project: Path, partitions: str, message: str) -> None:
+    _refused(project, "backfill", MODEL, "--partitions", partitions, message=message)
+
+
+def test_bad_flags_are_refused(project: Path) -> None:
+    _refused(
+        project,
+        "backfill",
+        MODEL,
+        "--partitions",
+        "all",
+        "--lock-timeout",
+        "soon",
+        message="--lock-timeout 'soon'",
+    )
+    assert tidegate("deploy", "daily_revenue", "--project", project).exit_code == 0
+    _refused(
+        project,
+        "backfill",
+        "daily_revenue",
+        "--partitions",
+        "2025-01-01",
+        "--statement-timeout",
+        "1s",
+        message="are for update models",
+    )
+
+
+def _declare(project: Path, name: str, text: str) -> None:
+    (project / "models" / f"{name}.toml").write_text(text)
+
+
+def test_a_missing_column_or_a_text_key_is_refused_before_anything_runs(project: Path) -> None:
+    _declare(project, "orders_margin", model_text(CHUNK).replace("net_revenue =", "net_margin ="))
+    assert tidegate("build", "--project", project).exit_code == 0
+    # the deploy's preflight sees it first; forced past it, the backfill refuses it too
+    refused = tidegate("deploy", "orders_margin", "--project", project)
+    assert refused.exit_code == 3
+    assert "table orders has no column net_margin" in refused.stderr
+    assert tidegate("deploy", "orders_margin", *FORCED, "--project", project).exit_code == 0
+    _refused(
+        project,
+        "backfill",
+        "orders_margin",
+        "--partitions",
+        "all",
+        message="table orders has no column net_margin; nothing was written",
+    )
+    text_key = model_text(CHUNK).replace('key_column = "order_id"', 'key_column = "status"')
+    _declare(project, "orders_by_status", text_key)
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", "orders_by_status", *FORCED, "--project", project).exit_code == 0
+    _refused(
+        project,
+        "backfill",
+        "orders_by_status",
+        "--partitions",
+        "all",
+        message="key column status is TEXT, not an integer",
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('grain = "range"', 'grain = "day"', 'an update model runs by key ranges: grain = "range"'),
+        ("chunk_size = 500", "chunk_size = 0", "chunk_size"),
+        (
+            "net_revenue = ",
+            'net_revenue = "sum(gross_amount)"\nunused = ',
+            "is an aggregate or window",
+        ),
+        ('table = "orders"', 'table = "orders; DROP TABLE orders"', "not a plain identifier"),
+        ("chunk_size = 500", 'chunk_size = 500\nunique_key = ["order_id"]', "unique_key: not for"),
+    ],
+)
+def test_bad_declarations_stop_the_build(project: Path, old: str, new: str, message: str) -> None:
+    text = model_text(CHUNK)
+    assert old in text
+    _declare(project, "orders_bad", text.replace(old, new))
+    _refused(project, "build", message=message)
+
+
+def test_write_mode_update_in_an_sql_model_says_where_it_belongs(project: Path) -> None:
+    path = project / "models" / "daily_revenue.sql"
+    path.write_text(
+        path.read_text().replace('grain = "day"', 'grain = "day"\nwrite_mode = "update"')
+    )
+    _refused(project, "build", message="write_mode: update fills columns of an existing table")
+
+
+def test_an_update_model_is_not_validated_diffed_or_distributed(project: Path) -> None:
+    _refused(project, "validate", MODEL, "--sample", "1", message="is an update model")
+    _refused(project, "diff", MODEL, "--left", "v1", "--right", "v1", message="is an update model")
+
+
+def test_a_chunk_size_change_is_a_new_version(project: Path) -> None:
+    add_model(project, 1000)
+    dry = tidegate(
+        "backfill", MODEL, "--partitions", "all", "--dry-run", "--json", "--project", project
+    )
+    assert dry.json()["partitions"] == 8
