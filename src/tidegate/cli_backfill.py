@@ -183,7 +183,7 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
         )
         for name, rows in radius["source_rows"].items():
             click.echo(f"  reads        {rows:,} rows of source {name}")
-        update = radius.get("update")
+        update = radius["update"]
         if update is not None:
             shown = ", ".join(f"{k}: {v:,}" for k, v in list(update["rows_per_chunk"].items())[:5])
             click.echo(

@@ -4,6 +4,7 @@ idempotence — and every kind of bad input is one line, exit 2, nothing written
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from tests.faults.backfill_kit import backfill_run_ids
 from tests.faults.ledger import assert_ledger_matches_markers, ledger_rows
 from tests.kit import FORCED, run_process, state_dump, tidegate, warehouse_rows
+from tests.ops.test_json_schemas import schema_name, validator
 from tests.ranges.range_kit import DIFFERING, MODEL, add_model, duckdb_project, model_text
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 
@@ -263,3 +265,52 @@ def test_a_chunk_size_change_is_a_new_version(project: Path) -> None:
         "backfill", MODEL, "--partitions", "all", "--dry-run", "--json", "--project", project
     )
     assert dry.json()["partitions"] == 8
+
+
+def test_the_adaptive_throttle_slows_down_and_says_why_in_every_output(project: Path) -> None:
+    """A latency bound no batch can meet: each batch halves the rate, and each change is an
+    event of the progress stream, a history event and a line of `show run`; every document
+    matches its schema."""
+    result = tidegate(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "0..1500",
+        "--rate",
+        "6000/min",
+        "--max-batch-latency",
+        "1ms",
+        "--json",
+        "--project",
+        project,
+    )
+    assert result.exit_code == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    throttled = [e for e in events if e["event"] == "throttle"]
+    assert [e["rate_after"] for e in throttled] == [3000.0, 1500.0, 750.0, 375.0]
+    assert throttled[0]["rate_before"] is None
+    assert "above the 0.001s bound: slowed from full speed to 3000/min" in throttled[0]["reason"]
+    [run_id] = backfill_run_ids(project)
+    run = tidegate("show", "run", run_id, "--json", "--project", project).json()
+    assert [t["rate_after"] for t in run["throttle"]] == [3000.0, 1500.0, 750.0, 375.0]
+    assert run["plan"]["max_batch_latency"] == 0.001
+    shown = tidegate("show", "run", run_id, "--project", project)
+    assert "throttle at" in shown.stdout and "slowed from 3000/min to 1500/min" in shown.stdout
+    history = tidegate("history", MODEL, "--json", "--project", project).json()
+    assert [e["kind"] for e in history["events"]].count("throttle") == 4
+    documents = [
+        *events,
+        run,
+        history,
+        tidegate("show", "partition", MODEL, "500", "--json", "--project", project).json(),
+        tidegate(
+            "backfill", MODEL, "--partitions", "all", "--dry-run", "--json", "--project", project
+        ).json(),
+        tidegate("status", "--json", "--project", project).json(),
+        tidegate(
+            "rerun", run_id, "--partitions", "0", "--dry-run", "--json", "--project", project
+        ).json(),
+    ]
+    for document in documents:
+        errors = list(validator(schema_name(document)).iter_errors(document))
+        assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]

@@ -40,6 +40,7 @@ from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 pytestmark = [pytest.mark.postgres, pytest.mark.crash, pytest.mark.slow]
 
 ORDERS = 1_000_000
+SMALL_ORDERS = 20_000  # where only the locks matter
 CHUNK = 10_000
 LOCK_TIMEOUT = 1.0
 STATEMENT_TIMEOUT = 5.0
@@ -238,3 +239,59 @@ def test_a_live_table_is_backfilled_through_kills_without_losing_a_concurrent_wr
     assert sampler.longest < TRANSACTION_BOUND, sampler
     assert (plan["lock_timeout"], plan["statement_timeout"]) == (LOCK_TIMEOUT, STATEMENT_TIMEOUT)
     assert time.monotonic() - began < 90
+
+
+def test_a_lock_held_past_the_lock_timeout_fails_the_range_after_bounded_tries(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The application holds a row of the first range locked: each try of its transaction
+    waits the lock timeout and rolls back, the tries are recorded, the last fails the attempt
+    (nothing written) and the stop-loss halts the backfill; once the lock is gone, resume
+    fills the range."""
+    project = example_project(tmp_path / "shop", deploy=False)
+    use_postgres(project, dsn)
+    for model in (project / "models").iterdir():
+        model.unlink()
+    with admin(dsn) as con:
+        text = sql.SQL(GENERATE).format(orders=sql.Literal(SMALL_ORDERS)).as_string()
+        for statement in text.split(";"):
+            if statement.strip():
+                con.execute(statement)
+    add_model(project, CHUNK)
+    with psycopg.connect(dsn, application_name="app") as holder:
+        holder.execute("SELECT 1 FROM orders WHERE order_id = 5 FOR UPDATE")
+        result = run_process(
+            "backfill",
+            MODEL,
+            "--partitions",
+            "all",
+            "--lock-timeout",
+            "200ms",
+            "--max-failures",
+            "1",
+            "--json",
+            "--project",
+            project,
+        )
+        assert result.exit_code == 1, result.stderr
+        [end] = [json.loads(line) for line in result.stdout.splitlines()][-1:]
+        assert end["trigger"]["name"] == "max_failures" and end["trigger"]["partition"] == "0"
+        [run_id] = backfill_run_ids(project)
+        [(error,)] = ledger_rows(
+            project, "SELECT error FROM attempts WHERE run_id = ? AND state = 'failed'", (run_id,)
+        )
+        assert "canceling statement due to lock timeout (4 tries; nothing was written)" in error
+        tries = ledger_rows(
+            project,
+            "SELECT c.message FROM check_results AS c JOIN attempts AS a "
+            "ON a.attempt_id = c.attempt_id WHERE a.run_id = ? AND c.kind = 'contention' "
+            "ORDER BY c.name",
+            (run_id,),
+        )
+        assert [m.split(":")[0] for (m,) in tries] == [f"try {n} of 4" for n in range(1, 5)]
+        assert "trying again in 0.5s" in tries[0][0] and "gave up" in tries[3][0]
+        [(differing,)] = rows(dsn, DIFFERING)
+        assert differing == SMALL_ORDERS  # nothing written
+    done = run_process("backfill", "resume", run_id, "--project", project)
+    assert done.exit_code == 0, done.stderr
+    assert rows(dsn, DIFFERING) == [(0,)]

@@ -489,10 +489,11 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         # the throttle alone takes this long: a batch starts at most rate times a minute
         paced = (batch_count - 1) * 60 / plan.rate_per_minute
         estimate = max(estimate or 0.0, paced)
+    # an update model's table: its rows per chunk, counted (the source rows of the others)
     update = (
-        {}
+        None
         if spec.update is None
-        else {"update": key_ranges.chunk_rows(ctx, spec, IntervalSet(plan.selection))}
+        else key_ranges.chunk_rows(ctx, spec, IntervalSet(plan.selection))
     )
     return {
         "partitions": plan.partitions,
@@ -505,7 +506,7 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         ),
         "refused": [r.label(spec.keys) for r in refused.ranges(plan.grain, plan.chunk_size)],
         "estimated_seconds": None if estimate is None else round(estimate, 1),
-        **update,
+        "update": update,
     }
 
 
