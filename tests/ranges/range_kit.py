@@ -5,34 +5,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import tidegate as package
 from tests.kit import example_project, tidegate
 
 MODEL = "orders_net_revenue"
+EXAMPLE = Path(package.__file__).parent / "examples" / "migrations" / f"{MODEL}.toml"
 EXPRESSION = "CAST(gross_amount - discount - refund AS DECIMAL(18, 2))"
 # rows whose net_revenue is not the expression's value: what every test ends expecting none of
 DIFFERING = f"SELECT count(*) FROM orders WHERE net_revenue IS DISTINCT FROM {EXPRESSION}"
 
 
-def model_text(chunk_size: int, extra: str = "") -> str:
-    return f'''write_mode = "update"
-table = "orders"
-grain = "range"
-key_column = "order_id"
-chunk_size = {chunk_size}
-{extra}
-[set]
-net_revenue = "{EXPRESSION}"
-
-[[checks]]
-name = "net_not_above_gross"
-type = "expression"
-expression = "net_revenue <= gross_amount"
-'''
+def model_text(chunk_size: int) -> str:
+    """The reference example (examples/migrations), in chunks of `chunk_size` ids."""
+    text = EXAMPLE.read_text()
+    assert text.count("chunk_size = 10000") == 1
+    return text.replace("chunk_size = 10000", f"chunk_size = {chunk_size}")
 
 
-def add_model(project: Path, chunk_size: int, extra: str = "") -> None:
+def add_model(project: Path, chunk_size: int) -> None:
     """Declare the update model, build and deploy it."""
-    (project / "models" / f"{MODEL}.toml").write_text(model_text(chunk_size, extra))
+    (project / "models" / f"{MODEL}.toml").write_text(model_text(chunk_size))
     built = tidegate("build", "--project", project)
     assert built.exit_code == 0, built.stderr
     deployed = tidegate("deploy", MODEL, "--project", project)
