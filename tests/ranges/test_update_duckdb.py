@@ -307,6 +307,7 @@ def test_the_adaptive_throttle_slows_down_and_says_why_in_every_output(project: 
             "backfill", MODEL, "--partitions", "all", "--dry-run", "--json", "--project", project
         ).json(),
         tidegate("status", "--json", "--project", project).json(),
+        tidegate("report", "--out", project / "report.html", "--json", "--project", project).json(),
         tidegate(
             "rerun", run_id, "--partitions", "0", "--dry-run", "--json", "--project", project
         ).json(),
