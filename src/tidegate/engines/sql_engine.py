@@ -27,17 +27,9 @@ class SqlEngine(RangeUpdates):
 
     # hooks ---------------------------------------------------------------------------------
 
-    @staticmethod
-    @abstractmethod
-    def _insert_markers() -> str: ...
-
     @abstractmethod
     def _ensure_target_schema(self, schema: str | None) -> None:
         """The schema a new published table goes in exists."""
-
-    @abstractmethod
-    def _transaction(self) -> AbstractContextManager[None]:
-        """One transaction: its statements commit together or not at all."""
 
     @abstractmethod
     def _publish_transaction(self, staging: str) -> AbstractContextManager[None]:

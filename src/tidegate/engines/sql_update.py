@@ -58,7 +58,13 @@ class RangeUpdates(SqlQueries):
     """Update mode for an engine that speaks SQL; the engine gives its transaction."""
 
     @abstractmethod
-    def _transaction(self) -> AbstractContextManager[None]: ...
+    def _transaction(self) -> AbstractContextManager[None]:
+        """One transaction: its statements commit together or not at all."""
+
+    @staticmethod
+    @abstractmethod
+    def _insert_markers() -> str:
+        """Insert a publish's commit markers (each column bound to a list of values)."""
 
     @abstractmethod
     def _changed_rows(self, cursor: Any) -> int:
@@ -138,7 +144,3 @@ class RangeUpdates(SqlQueries):
                 {n: [getattr(m, n) for m in marked] for n in sql.MARKER_COLUMNS},
             )
         return audits
-
-    @staticmethod
-    @abstractmethod
-    def _insert_markers() -> str: ...

@@ -563,41 +563,23 @@ class Executor:
         options: Options,
     ) -> dict[int, Checksum] | None:
         """An update model's publish: the UPDATE, its audit and the markers in one warehouse
-        transaction, then the ledger."""
-
-        def before_try() -> None:
-            if not options.lease_held():
-                raise FencedError(
-                    "fenced: this worker's lease expired or was taken over; nothing was published"
-                )
-            crash_point("before_publish")
-
+        transaction (execution/update.py), then the ledger; None when nothing was written."""
         outcome = publish_update(
-            self.engine, self.state, self.timer, spec, markers, options.limits, before_try
+            self.engine, self.state, self.timer, spec, markers, options.limits, options.lease_held
         )
-        attempts = unit.attempts
-        if isinstance(outcome, Refused):
-            reasons = dict.fromkeys(attempts, outcome.reason)
-            self._fail(
-                spec,
-                list(unit.partitions),
-                attempts,
-                reasons,
-                report,
-                options,
-                check_failure=outcome.check_failure,
-                mismatch=outcome.mismatch,
-            )
-            return None
-        crash_point("after_publish")
-        self.state.record_published_content(
-            {attempts[start]: (c.rows, str(c)) for start, c in outcome.content.items()}
+        if not isinstance(outcome, Refused):
+            return outcome
+        self._fail(
+            spec,
+            list(unit.partitions),
+            unit.attempts,
+            dict.fromkeys(unit.attempts, outcome.reason),
+            report,
+            options,
+            check_failure=outcome.check_failure,
+            mismatch=outcome.mismatch,
         )
-        self.state.publish_many(
-            [attempts[p.start] for p in unit.partitions], markers[0].published_at
-        )
-        crash_point("after_ledger")
-        return outcome.content
+        return None
 
     def _republish_refusal(self, spec: ModelSpec, unit: Unit) -> dict[int, str] | None:
         """Why a unit must not publish, when its model appends without a unique key and one of

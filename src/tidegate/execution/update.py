@@ -7,17 +7,18 @@ attempt, and the last one fails it (counted by the stop-loss like any failed par
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Timer
-from tidegate.domain.errors import ContentionError, EngineError, UsageError
+from tidegate.domain.errors import ContentionError, EngineError, FencedError, UsageError
 from tidegate.domain.model import ModelSpec, Severity, UpdateSpec
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.engines.base import CommitMarker, Engine
 from tidegate.engines.sql_update import RangeAudit, RangeUpdates, UpdateRefused
+from tidegate.execution.crash import crash_point
 from tidegate.execution.unit import Computed, Unit
 from tidegate.sql.updates import is_integer_type
 from tidegate.state.base import StateStore
@@ -44,13 +45,6 @@ class Limits:
                 else update.statement_timeout
             ),
         )
-
-
-@dataclass(frozen=True)
-class Published:
-    """An update that committed: what each range holds, by its start."""
-
-    content: dict[int, Checksum]
 
 
 @dataclass(frozen=True)
@@ -121,56 +115,79 @@ def publish_update(
     spec: ModelSpec,
     markers: Sequence[CommitMarker],
     limits: Limits,
-    before_try: Callable[[], None],
-) -> Published | Refused:
-    """Update, audit and mark the ranges of `markers` in one transaction, trying again after
-    a lock or statement timeout; record each range's audit with its attempt."""
+    lease_held: Callable[[], bool],
+) -> dict[int, Checksum] | Refused:
+    """Update, audit and mark the ranges of `markers` in one warehouse transaction, trying
+    again after a lock or statement timeout, then record the publish in the ledger: what each
+    range holds (by its start), or why nothing was written. Each range's audit is recorded
+    with its attempt either way."""
     warehouse, update = updater(engine, spec)
     timeouts = limits.for_model(update)
-    by_start = {m.partition_start: m.attempt_id for m in markers}
+    attempts = {m.partition_start: m.attempt_id for m in markers}
     tries = limits.retries + 1
-    for attempt in range(1, tries + 1):
-        before_try()
+    number = 0
+    while True:
+        number += 1
+        if not lease_held():
+            raise FencedError(
+                "fenced: this worker's lease expired or was taken over; nothing was published"
+            )
+        crash_point("before_publish")
         try:
             audits = warehouse.update_ranges(
-                update, spec.partition_column, spec.checks, markers, _refusal(spec), timeouts
+                update,
+                spec.partition_column,
+                spec.checks,
+                markers,
+                _refusal(spec, update),
+                timeouts,
             )
         except UpdateRefused as refused:
-            _record(state, spec, by_start, refused.audits)
+            _record(state, spec, update, attempts, refused.audits)
             failed_checks = any(_blocking(spec, a) for a in refused.audits)
             return Refused(str(refused), failed_checks, not failed_checks)
         except ContentionError as error:
-            pause = FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1)
-            last = attempt == tries
-            note = CheckResult(
-                f"contention_{attempt}",
-                "contention",
-                Severity.WARN,
-                False,
-                str(error),
-                f"try {attempt} of {tries}: {error}; "
-                + ("gave up" if last else f"trying again in {pause:g}s"),
-            )
-            for attempt_id in by_start.values():
-                state.record_checks(attempt_id, [note])
-            if last:
+            if number == tries:
+                _note_try(state, attempts, number, tries, f"{error}; gave up")
                 return Refused(f"{error} ({tries} tries; nothing was written)")
+            pause = FIRST_BACKOFF_SECONDS * 2 ** (number - 1)
+            _note_try(state, attempts, number, tries, f"{error}; trying again in {pause:g}s")
             timer.sleep(pause)
             continue
-        _record(state, spec, by_start, audits)
-        return Published({a.start: a.checksum for a in audits})
-    raise AssertionError("unreachable: the last try returns")
+        crash_point("after_publish")
+        _record(state, spec, update, attempts, audits)
+        content = {a.start: a.checksum for a in audits}
+        state.record_published_content({attempts[s]: (c.rows, str(c)) for s, c in content.items()})
+        state.publish_many(list(attempts.values()), markers[0].published_at)
+        crash_point("after_ledger")
+        return content
 
 
-def _refusal(spec: ModelSpec) -> Callable[[Sequence[RangeAudit]], str | None]:
+def _note_try(
+    state: StateStore, attempts: Mapping[int, str], number: int, tries: int, what: str
+) -> None:
+    """A try that timed out, recorded with each attempt of the batch."""
+    note = CheckResult(
+        f"contention_{number}",
+        "contention",
+        Severity.WARN,
+        False,
+        what.split(";")[0],
+        f"try {number} of {tries}: {what}",
+    )
+    for attempt_id in attempts.values():
+        state.record_checks(attempt_id, [note])
+
+
+def _refusal(spec: ModelSpec, update: UpdateSpec) -> Callable[[Sequence[RangeAudit]], str | None]:
+    """Why the audits of a batch's ranges refuse its commit (None: they allow it)."""
+
     def refusal(audits: Sequence[RangeAudit]) -> str | None:
         for audit in audits:
             reasons = [
                 f"reconciliation {column}: {differing:,} of {audit.rows:,} rows still differ "
                 "from the expression"
-                for (column, _), differing in zip(
-                    spec.update.assignments if spec.update else (), audit.differing, strict=True
-                )
+                for (column, _), differing in zip(update.assignments, audit.differing, strict=True)
                 if differing
             ]
             reasons += [
@@ -193,13 +210,17 @@ def _blocking(spec: ModelSpec, audit: RangeAudit) -> bool:
 
 
 def _record(
-    state: StateStore, spec: ModelSpec, by_start: dict[int, str], audits: Sequence[RangeAudit]
+    state: StateStore,
+    spec: ModelSpec,
+    update: UpdateSpec,
+    attempts: Mapping[int, str],
+    audits: Sequence[RangeAudit],
 ) -> None:
     """Each range's reconciliation (rows equal to their expression, out of the range's rows)
     and check results, with its attempt."""
-    assignments = spec.update.assignments if spec.update else ()
+    assignments = update.assignments
     for audit in audits:
-        attempt_id = by_start[audit.start]
+        attempt_id = attempts[audit.start]
         state.record_reconciliations(
             attempt_id,
             [
