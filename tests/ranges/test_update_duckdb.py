@@ -94,7 +94,9 @@ def test_the_backfill_fills_every_chunk_audited_in_its_transaction(project: Path
     status = tidegate("status", MODEL, "--json", "--project", project).json()
     assert status["models"][0]["partitions"]["published"] == CHUNKS
 
-    # again: idempotent, and nothing left to change in any range
+    # again: idempotent, and nothing left to change in any range (`run` takes ranges too)
+    ran = tidegate("run", MODEL, "--partition", "1000..1500", "--project", project)
+    assert ran.exit_code == 0, ran.stderr
     again = tidegate("backfill", MODEL, "--partitions", "0..1000", "--project", project)
     assert again.exit_code == 0, again.stderr
     [latest] = ledger_rows(
@@ -254,9 +256,18 @@ def test_write_mode_update_in_an_sql_model_says_where_it_belongs(project: Path) 
     _refused(project, "build", message="write_mode: update fills columns of an existing table")
 
 
-def test_an_update_model_is_not_validated_diffed_or_distributed(project: Path) -> None:
+def test_an_update_model_is_not_validated_diffed_distributed_or_tainted(project: Path) -> None:
     _refused(project, "validate", MODEL, "--sample", "1", message="is an update model")
     _refused(project, "diff", MODEL, "--left", "v1", "--right", "v1", message="is an update model")
+    _refused(
+        project,
+        "backfill",
+        MODEL,
+        "--partitions",
+        "all",
+        "--distributed",
+        message="--distributed does not run those yet",
+    )
 
 
 def test_a_chunk_size_change_is_a_new_version(project: Path) -> None:

@@ -80,13 +80,13 @@ def start(
     timer: Timer,
 ) -> backfill.Result:
     """Queue a backfill's batches for workers and watch it to its end."""
-    if not shares_writes(ctx.project):
-        raise UsageError(SHARED_HINT)
     if ctx.project.model(request.model).update is not None:
         raise UsageError(
             f"{request.model} is an update model: --distributed does not run those yet; "
             "backfill it from one process"
         )
+    if not shares_writes(ctx.project):
+        raise UsageError(SHARED_HINT)
     plan = backfill.make_plan(ctx, request)
     backfill.refuse_empty(plan, request)
     version = ctx.state.get_version(plan.version_id)

@@ -74,6 +74,8 @@ def make_recovery(ctx: Context, request: Request) -> Recovery:
     model = request.model
     version = active_version(ctx, model, command=KIND)
     spec = version.spec
+    if spec.update is not None:
+        raise UsageError(f"{model} is an update model: a backfill of the range recomputes it")
     if request.partitions is not None:
         chosen = spec.parse_range(request.partitions)
         origin = ctx.state.open_taints(model, chosen.start, chosen.end)

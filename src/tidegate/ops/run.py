@@ -117,7 +117,9 @@ def run(
             for version, chosen in plan:
                 # one partition per batch: a scheduler tick is small, and each partition its own
                 # unit of publish
-                batches = enumerate(PartitionRange(chosen.grain, k.start, k.end) for k in chosen)
+                batches = enumerate(
+                    PartitionRange(chosen.grain, k.start, k.end, chosen.step) for k in chosen
+                )
                 executor.execute(run_id, version, batches, Options(on_outcome=outcomes.append))
         bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED

@@ -38,6 +38,11 @@ def taint(ctx: Context, model: str, partitions: str, reason: str) -> Tainted:
     """Mark the published partitions of `model` in `partitions` and, through lineage, every
     downstream partition that read them; tell each affected consumer its partitions."""
     spec = ctx.project.model(model)
+    if spec.update is not None:
+        raise UsageError(
+            f"{model} is an update model: its table is written by the application too, so "
+            "tidegate cannot tell its rows apart; fix them with a backfill of the range"
+        )
     if not reason.strip():
         raise UsageError("--reason must say why the partitions are contaminated")
     chosen = spec.parse_range(partitions)
