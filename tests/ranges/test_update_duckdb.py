@@ -326,3 +326,26 @@ def test_the_adaptive_throttle_slows_down_and_says_why_in_every_output(project: 
     for document in documents:
         errors = list(validator(schema_name(document)).iter_errors(document))
         assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def test_a_failing_check_rolls_the_range_back_and_halts_the_backfill(project: Path) -> None:
+    """The audit runs after the UPDATE in its transaction: a blocking check that fails rolls
+    the range back (nothing written) and fires the stop-loss there."""
+    text = model_text(CHUNK).replace("net_revenue <= gross_amount", "net_revenue < 0")
+    (project / "models" / f"{MODEL}.toml").write_text(text)
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", MODEL, "--project", project).exit_code == 0
+    result = tidegate("backfill", MODEL, "--partitions", "all", "--json", "--project", project)
+    assert result.exit_code == 1
+    end = json.loads(result.stdout.splitlines()[-1])
+    assert (end["trigger"]["name"], end["trigger"]["partition"]) == ("check_failure", "0")
+    [failed_range] = [
+        e for e in map(json.loads, result.stdout.splitlines()) if e["event"] == "partition"
+    ]
+    assert failed_range["reason"] == (
+        "range 0: check net_not_above_gross failed: 499 of 499 rows; nothing was written"
+    )
+    assert differing(project) == 7300
+    shown = tidegate("show", "partition", MODEL, "0", "--json", "--project", project).json()
+    [failed] = [c for c in shown["last_attempt"]["checks"] if not c["passed"]]
+    assert (failed["name"], failed["measured"]) == ("net_not_above_gross", "499")
