@@ -241,13 +241,8 @@ def test_a_live_table_is_backfilled_through_kills_without_losing_a_concurrent_wr
     assert time.monotonic() - began < 90
 
 
-def test_a_lock_held_past_the_lock_timeout_fails_the_range_after_bounded_tries(
-    tmp_path: Path, dsn: str
-) -> None:
-    """The application holds a row of the first range locked: each try of its transaction
-    waits the lock timeout and rolls back, the tries are recorded, the last fails the attempt
-    (nothing written) and the stop-loss halts the backfill; once the lock is gone, resume
-    fills the range."""
+def small_project(tmp_path: Path, dsn: str) -> Path:
+    """The update model over a table of SMALL_ORDERS orders."""
     project = example_project(tmp_path / "shop", deploy=False)
     use_postgres(project, dsn)
     for model in (project / "models").iterdir():
@@ -258,6 +253,37 @@ def test_a_lock_held_past_the_lock_timeout_fails_the_range_after_bounded_tries(
             if statement.strip():
                 con.execute(statement)
     add_model(project, CHUNK)
+    return project
+
+
+def test_a_statement_past_the_statement_timeout_is_a_failed_try_too(
+    tmp_path: Path, dsn: str
+) -> None:
+    project = small_project(tmp_path, dsn)
+    result = run_process(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "0",
+        "--statement-timeout",
+        "1ms",
+        "--project",
+        project,
+    )
+    assert result.exit_code == 1, result.stderr
+    [(error,)] = ledger_rows(project, "SELECT error FROM attempts WHERE state = 'failed'")
+    assert "canceling statement due to statement timeout (4 tries; nothing was written)" in error
+    assert rows(dsn, DIFFERING) == [(SMALL_ORDERS,)]
+
+
+def test_a_lock_held_past_the_lock_timeout_fails_the_range_after_bounded_tries(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The application holds a row of the first range locked: each try of its transaction
+    waits the lock timeout and rolls back, the tries are recorded, the last fails the attempt
+    (nothing written) and the stop-loss halts the backfill; once the lock is gone, resume
+    fills the range."""
+    project = small_project(tmp_path, dsn)
     with psycopg.connect(dsn, application_name="app") as holder:
         holder.execute("SELECT 1 FROM orders WHERE order_id = 5 FOR UPDATE")
         result = run_process(
