@@ -349,3 +349,36 @@ def test_a_failing_check_rolls_the_range_back_and_halts_the_backfill(project: Pa
     shown = tidegate("show", "partition", MODEL, "0", "--json", "--project", project).json()
     [failed] = [c for c in shown["last_attempt"]["checks"] if not c["passed"]]
     assert (failed["name"], failed["measured"]) == ("net_not_above_gross", "499")
+
+
+def test_an_update_model_of_a_models_table_stops_the_build(project: Path) -> None:
+    """A model's table is tidegate's: rewriting its partitions in place would bypass the gates
+    and leave markers and checksums that no longer describe it."""
+    assert tidegate("deploy", "daily_revenue", "--project", project).exit_code == 0
+    text = (
+        model_text(CHUNK)
+        .replace('table = "orders"', 'table = "daily_revenue"')
+        .replace('key_column = "order_id"', 'key_column = "order_count"')
+    )
+    _declare(project, "revenue_zeroed", text.split("[[checks]]")[0])
+    _refused(
+        project,
+        "build",
+        message="table: 'daily_revenue' is the table of model daily_revenue, which tidegate "
+        "publishes",
+    )
+
+
+def test_a_model_reading_an_update_model_stops_the_build(project: Path) -> None:
+    (project / "models" / "orders_per_day.sql").write_text(
+        '/* tidegate\ngrain = "day"\ntime_column = "d"\nstart = "2025-01-01"\n[columns]\n'
+        'd = "DATE NOT NULL"\nn = "BIGINT NOT NULL"\n*/\n'
+        f"SELECT CAST(order_ts AS DATE) AS d, count(*) AS n FROM {MODEL}\n"
+        "WHERE order_ts >= $start AND order_ts < $end GROUP BY 1\n"
+    )
+    _refused(
+        project,
+        "build",
+        message=f"reads '{MODEL}', an update model, which publishes no table of its own: read "
+        "the table 'orders' as a source",
+    )
