@@ -13,7 +13,14 @@ from tests.faults.backfill_kit import backfill_run_ids
 from tests.faults.ledger import assert_ledger_matches_markers, ledger_rows
 from tests.kit import FORCED, run_process, state_dump, tidegate, warehouse_rows
 from tests.ops.test_json_schemas import schema_name, validator
-from tests.ranges.range_kit import DIFFERING, MODEL, add_model, duckdb_project, model_text
+from tests.ranges.range_kit import (
+    DIFFERING,
+    EXPRESSION,
+    MODEL,
+    add_model,
+    duckdb_project,
+    model_text,
+)
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 
 pytestmark = pytest.mark.duckdb
@@ -238,6 +245,9 @@ def test_a_missing_column_or_a_text_key_is_refused_before_anything_runs(project:
             "is an aggregate or window",
         ),
         ('table = "orders"', 'table = "orders; DROP TABLE orders"', "not a plain identifier"),
+        (EXPRESSION, "gross_amount * random()", "calls RANDOM(), whose value is not the row's"),
+        (EXPRESSION, "CAST(now() AS DATE) - order_ts", "calls now(), whose value is not"),
+        (EXPRESSION, "nextval('order_seq')", "calls nextval(), whose value is not"),
         ("chunk_size = 500", 'chunk_size = 500\nunique_key = ["order_id"]', "unique_key: not for"),
     ],
 )
@@ -382,3 +392,27 @@ def test_a_model_reading_an_update_model_stops_the_build(project: Path) -> None:
         message=f"reads '{MODEL}', an update model, which publishes no table of its own: read "
         "the table 'orders' as a source",
     )
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        (
+            "gross_amount - nosuch",
+            "[set] or checks cannot run on table orders: duckdb: Binder Error",
+        ),
+        ("'abc'", "[set] or checks cannot run on table orders: duckdb: Conversion Error"),
+    ],
+)
+def test_an_expression_that_does_not_bind_to_the_table_is_refused_before_anything_runs(
+    project: Path, expression: str, message: str
+) -> None:
+    """The expressions are bound to the table and computed on one of its rows at deploy and
+    before the backfill starts: exit 2, nothing written, no failed run."""
+    _declare(project, "orders_bad", model_text(CHUNK).replace(f'"{EXPRESSION}"', f'"{expression}"'))
+    assert tidegate("build", "--project", project).exit_code == 0
+    refused = tidegate("deploy", "orders_bad", "--project", project)
+    assert refused.exit_code == 3
+    assert message in refused.stderr
+    assert tidegate("deploy", "orders_bad", *FORCED, "--project", project).exit_code == 0
+    _refused(project, "backfill", "orders_bad", "--partitions", "all", message=message)

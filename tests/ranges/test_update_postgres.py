@@ -33,7 +33,7 @@ from psycopg import sql
 from tests.engines.postgres_kit import SERVER, admin, rows, use_postgres
 from tests.faults.backfill_kit import backfill_run_ids
 from tests.faults.ledger import ledger_rows, wait_until
-from tests.kit import REPO, example_project, run_process, spawn
+from tests.kit import FORCED, REPO, example_project, run_process, spawn
 from tests.ranges.range_kit import DIFFERING, MODEL, add_model
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 
@@ -321,3 +321,27 @@ def test_a_lock_held_past_the_lock_timeout_fails_the_range_after_bounded_tries(
     done = run_process("backfill", "resume", run_id, "--project", project)
     assert done.exit_code == 0, done.stderr
     assert rows(dsn, DIFFERING) == [(0,)]
+
+
+def test_an_expression_of_another_type_than_its_column_is_refused_before_anything_runs(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The UPDATE is planned (EXPLAIN, read-only) at deploy and before the backfill: a text
+    expression for a numeric column is exit 2 with nothing written."""
+    project = small_project(tmp_path, dsn)
+    text = (project / "models" / f"{MODEL}.toml").read_text()
+    (project / "models" / "orders_bad.toml").write_text(
+        text.replace(text.split("net_revenue = ", 1)[1].split("\n")[0], '"upper(status)"')
+    )
+    assert run_process("build", "--project", project).exit_code == 0
+    refused = run_process("deploy", "orders_bad", "--project", project)
+    assert refused.exit_code == 3
+    assert "[set] or checks cannot run on table orders: postgres:" in refused.stderr
+    forced = run_process("deploy", "orders_bad", *FORCED, "--project", project)
+    assert forced.exit_code == 0, forced.stderr
+    result = run_process("backfill", "orders_bad", "--partitions", "all", "--project", project)
+    assert result.exit_code == 2, result.stderr
+    assert "[set] or checks cannot run on table orders: postgres:" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert backfill_run_ids(project) == []
+    assert rows(dsn, DIFFERING) == [(SMALL_ORDERS,)]

@@ -51,6 +51,10 @@ class PostgresPublish(SqlEngine):
     def _changed_rows(self, cursor: Any) -> int:
         return int(cursor.rowcount)
 
+    def _plan_update(self, statement: str, params: Any) -> None:
+        # EXPLAIN plans without running: allowed in a read-only transaction
+        self._run(f"EXPLAIN {statement}", params).fetchall()
+
     def _limit_transaction(
         self, lock_timeout: float | None, statement_timeout: float | None
     ) -> None:

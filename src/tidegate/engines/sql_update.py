@@ -13,7 +13,7 @@ back and nothing is written.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -75,6 +75,36 @@ class RangeUpdates(SqlQueries):
     ) -> None:
         """Bound the current transaction's lock waits and statements; an engine without those
         settings (DuckDB: one writing process, no row locks to wait for) ignores them."""
+
+    def _plan_update(self, statement: str, params: Any) -> None:
+        """Plan an UPDATE without running it, where the engine can on a read-only session
+        (PostgreSQL: EXPLAIN binds the assignments to the columns' types)."""
+
+    def bind_problem(
+        self,
+        update: UpdateSpec,
+        key: str,
+        checks: Sequence[CheckSpec],
+        types: Mapping[str, str],
+    ) -> str | None:
+        """Why the update's statements cannot run on its table (None: they can): its audit
+        (every expression against its column, every check) bound over an empty range, each
+        expression computed on one row and cast to its column's type (`types`), and the UPDATE
+        planned where the engine can. Read-only: nothing is written."""
+        assignments = update.assignments
+        empty = {"start": 0, "end": 0}
+        audit = update_sql.audit_range(update.table, key, assignments, checks, self.flavor)
+        probe = update_sql.probe_values(
+            update.table, [(c, e, types.get(c)) for c, e in assignments], self.flavor
+        )
+        write = update_sql.update_range(update.table, key, assignments, self.flavor)
+        try:
+            self._one(audit, self._bind(empty, audit))
+            self._run(probe, self._bind({}, probe)).fetchall()
+            self._plan_update(write, self._bind(empty, write))
+        except EngineError as error:
+            return str(error)
+        return None
 
     def key_bounds(self, table: str, key: str) -> tuple[int, int] | None:
         """The smallest and largest key of the table (None when it has no rows). Read-only."""

@@ -69,9 +69,10 @@ def updater(engine: Engine, spec: ModelSpec) -> tuple[RangeUpdates, UpdateSpec]:
 
 
 def table_problems(engine: Engine, spec: ModelSpec) -> list[str]:
-    """What stops an update model from running on this warehouse: a missing table or column.
-    Read-only."""
-    _, update = updater(engine, spec)
+    """What stops an update model from running on this warehouse: a missing table or column,
+    a key that is not an integer, an expression or check that does not bind to the table's
+    columns or cannot be stored in its column. Read-only."""
+    warehouse, update = updater(engine, spec)
     found = engine.table_columns(update.table)
     if found is None:
         return [f"table {update.table} does not exist"]
@@ -84,6 +85,10 @@ def table_problems(engine: Engine, spec: ModelSpec) -> list[str]:
             f"key column {spec.partition_column} is {key_type}, not an integer: key ranges "
             "need an integer key"
         )
+    if not problems:
+        bound = warehouse.bind_problem(update, spec.partition_column, spec.checks, have)
+        if bound is not None:
+            problems.append(f"[set] or checks cannot run on table {update.table}: {bound}")
     return problems
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlglot
+
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.model import (
     CheckSpec,
@@ -33,7 +35,8 @@ from tidegate.domain.throttle import parse_seconds
 from tidegate.project.config import IDENTIFIER
 from tidegate.project.model_file import ModelFile, UpdateHeader, validate_header
 from tidegate.sql.model_sql import is_valid_predicate
-from tidegate.sql.updates import assignment_problem, preview
+from tidegate.sql.statements import DIALECT
+from tidegate.sql.updates import assignment_problem, preview, volatile_function
 
 # what a value of the set columns is, as far as tidegate knows: the table holds the type
 UNDECLARED_TYPE = "ANY"
@@ -150,6 +153,15 @@ def _checks(model: ModelFile, header: UpdateHeader, names: set[str]) -> tuple[Ch
                 f"checks[{index}]: expression is not a valid SQL predicate",
                 model.check_line(index, "expression"),
             )
+        if declared.type == "expression":
+            volatile = volatile_function(sqlglot.parse_one(params["expression"], dialect=DIALECT))
+            if volatile is not None:
+                raise ConfigError(
+                    model.path,
+                    f"checks[{index}]: expression calls {volatile}, whose value is not the "
+                    "row's alone",
+                    model.check_line(index, "expression"),
+                )
         name = declared.name or f"{declared.type}_{index}"
         if not IDENTIFIER.match(name) or name in {c.name for c in checks}:
             raise ConfigError(

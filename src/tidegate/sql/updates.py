@@ -32,9 +32,65 @@ def is_integer_type(type_text: str) -> bool:
     return parsed.this in INTEGER_TYPES
 
 
+# functions whose value is not the row's alone: a rerun of a range would not set the same values,
+# and its audit could not tell the expression's value from the stored one
+VOLATILE_NODES: tuple[type[exp.Expr], ...] = tuple(
+    getattr(exp, name)
+    for name in (
+        "Rand",
+        "Randn",
+        "Uuid",
+        "CurrentTimestamp",
+        "CurrentTimestampLTZ",
+        "CurrentDate",
+        "CurrentDatetime",
+        "CurrentTime",
+        "Localtimestamp",
+        "Localtime",
+    )
+    if hasattr(exp, name)
+)
+VOLATILE_FUNCTIONS = frozenset(
+    {
+        "now",
+        "random",
+        "setseed",
+        "nextval",
+        "currval",
+        "lastval",
+        "setval",
+        "clock_timestamp",
+        "statement_timestamp",
+        "transaction_timestamp",
+        "timeofday",
+        "get_current_timestamp",
+        "get_current_time",
+        "txid_current",
+        "pg_current_xact_id",
+        "gen_random_uuid",
+        "uuid",
+        "uuidv4",
+        "uuidv7",
+        "current_setting",
+        "pg_backend_pid",
+    }
+)
+
+
+def volatile_function(parsed: exp.Expr) -> str | None:
+    """The first function of `parsed` whose value is not the row's alone (None: it has none)."""
+    for node in parsed.walk():
+        if isinstance(node, VOLATILE_NODES):
+            return node.sql(dialect=DIALECT)
+        if isinstance(node, exp.Anonymous) and str(node.name).lower() in VOLATILE_FUNCTIONS:
+            return f"{node.name}()"
+    return None
+
+
 def assignment_problem(text: str) -> str | None:
     """Why `text` cannot be the value an update sets (None when it can): one scalar expression
-    over the row's own columns — no aggregate, window, subquery, parameter or qualified name."""
+    over the row's own columns — no aggregate, window, subquery, parameter, qualified name or
+    volatile function (random, now, nextval, …: a rerun must set the values it audits)."""
     try:
         parsed = sqlglot.parse_one(text, dialect=DIALECT, into=exp.Condition)
     except SqlglotError:
@@ -50,6 +106,12 @@ def assignment_problem(text: str) -> str | None:
             return f"qualifies column {node.sql(dialect=DIALECT)}; name the table's own columns"
         if isinstance(node, exp.Star):
             return "uses *"
+    volatile = volatile_function(parsed)
+    if volatile is not None:
+        return (
+            f"calls {volatile}, whose value is not the row's alone: an update sets each row "
+            "from its own columns, the same on every rerun"
+        )
     return None
 
 
@@ -108,6 +170,25 @@ def audit_range(
     measures += [check_violations(check) for check in checks]
     select = exp.select(*measures).from_(table(target)).where(_in_range(key))
     return flavor.render(select)
+
+
+def probe_values(
+    target: str, typed: Sequence[tuple[str, str, str | None]], flavor: Flavor = DUCKDB
+) -> str:
+    """Each expression on one row of the table, cast to its column's type (None: as it is):
+    whether the values can be computed and stored, without writing anything."""
+    values: list[exp.Expr] = []
+    for col, expression, type_text in typed:
+        value: exp.Expr = exp.paren(_expression(expression))
+        if type_text is not None:
+            try:
+                to = exp.DataType.build(type_text, dialect=DIALECT)
+            except SqlglotError:
+                to = None
+            if to is not None:
+                value = exp.Cast(this=value, to=to)
+        values.append(value.as_(ident(col)))
+    return flavor.render(exp.select(*values).from_(table(target)).limit(1))
 
 
 def key_bounds(target: str, key: str, flavor: Flavor = DUCKDB) -> str:
