@@ -341,7 +341,10 @@ def test_an_expression_of_another_type_than_its_column_is_refused_before_anythin
     assert forced.exit_code == 0, forced.stderr
     result = run_process("backfill", "orders_bad", "--partitions", "all", "--project", project)
     assert result.exit_code == 2, result.stderr
-    assert "[set] or checks cannot run on table orders: postgres:" in result.stderr
+    assert (
+        "[set] or checks cannot run on table orders: postgres: operator does not exist: "
+        "numeric = text; nothing was written"
+    ) in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert backfill_run_ids(project) == []
     assert rows(dsn, DIFFERING) == [(SMALL_ORDERS,)]
