@@ -416,3 +416,26 @@ def test_an_expression_that_does_not_bind_to_the_table_is_refused_before_anythin
     assert message in refused.stderr
     assert tidegate("deploy", "orders_bad", *FORCED, "--project", project).exit_code == 0
     _refused(project, "backfill", "orders_bad", "--partitions", "all", message=message)
+
+
+def test_rows_with_a_null_key_refuse_the_backfill_before_anything_runs(project: Path) -> None:
+    """A row whose key is NULL is in no key range: a backfill would report every range done
+    and leave it unset, so it does not start while one exists."""
+    import duckdb
+
+    con = duckdb.connect(str(project / "warehouse.duckdb"))
+    try:
+        con.execute(
+            "INSERT INTO orders SELECT * REPLACE (NULL AS order_id) FROM orders WHERE order_id = 1"
+        )
+    finally:
+        con.close()
+    before = state_dump(project)
+    result = tidegate("backfill", MODEL, "--partitions", "all", "--project", project)
+    assert result.exit_code == 2, result.stderr
+    assert (
+        "key column order_id is NULL in 1 row of orders: no key range holds them" in result.stderr
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert state_dump(project) == before
+    assert differing(project) == 7301

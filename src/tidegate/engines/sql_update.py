@@ -106,6 +106,10 @@ class RangeUpdates(SqlQueries):
             return str(error)
         return None
 
+    def null_keys(self, table: str, key: str) -> int:
+        """Rows of the table whose key is NULL (in no key range). Read-only."""
+        return int(self._one(update_sql.null_keys(table, key, self.flavor))[0])
+
     def key_bounds(self, table: str, key: str) -> tuple[int, int] | None:
         """The smallest and largest key of the table (None when it has no rows). Read-only."""
         low, high = self._one(update_sql.key_bounds(table, key, self.flavor))

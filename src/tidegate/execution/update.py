@@ -70,8 +70,9 @@ def updater(engine: Engine, spec: ModelSpec) -> tuple[RangeUpdates, UpdateSpec]:
 
 def table_problems(engine: Engine, spec: ModelSpec) -> list[str]:
     """What stops an update model from running on this warehouse: a missing table or column,
-    a key that is not an integer, an expression or check that does not bind to the table's
-    columns or cannot be stored in its column. Read-only."""
+    a key that is not an integer, rows whose key is NULL (in no key range), an expression or
+    check that does not bind to the table's columns or cannot be stored in its column.
+    Read-only."""
     warehouse, update = updater(engine, spec)
     found = engine.table_columns(update.table)
     if found is None:
@@ -85,6 +86,16 @@ def table_problems(engine: Engine, spec: ModelSpec) -> list[str]:
             f"key column {spec.partition_column} is {key_type}, not an integer: key ranges "
             "need an integer key"
         )
+    key = next((c for c in found if c.name == spec.partition_column), None)
+    if not problems and key is not None and key.nullable:
+        nulls = warehouse.null_keys(update.table, key.name)
+        if nulls:
+            rows = "row" if nulls == 1 else "rows"
+            problems.append(
+                f"key column {key.name} is NULL in {nulls:,} {rows} of {update.table}: no key "
+                "range holds them and the backfill would leave them unset; give them a key "
+                "first (a NOT NULL key column keeps it so)"
+            )
     if not problems:
         bound = warehouse.bind_problem(update, spec.partition_column, spec.checks, have)
         if bound is not None:

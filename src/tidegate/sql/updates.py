@@ -191,6 +191,15 @@ def probe_values(
     return flavor.render(exp.select(*values).from_(table(target)).limit(1))
 
 
+def null_keys(target: str, key: str, flavor: Flavor = DUCKDB) -> str:
+    """Rows of the table whose key is NULL: in no key range."""
+    return flavor.render(
+        exp.select(exp.Count(this=exp.Star()))
+        .from_(table(target))
+        .where(exp.Is(this=column(key), expression=exp.Null()))
+    )
+
+
 def key_bounds(target: str, key: str, flavor: Flavor = DUCKDB) -> str:
     """The smallest and largest key of the table."""
     return flavor.render(
