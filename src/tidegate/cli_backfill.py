@@ -69,10 +69,10 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
     help="Take every parameter from a reviewed plan file.",
 )
 @click.option(
-    "--lock-timeout", default=None, help="An update model's lock wait per batch, e.g. 2s."
+    "--lock-timeout", default=None, help="An update model's bound on each lock wait, e.g. 2s."
 )
 @click.option(
-    "--statement-timeout", default=None, help="An update model's statement bound, e.g. 30s."
+    "--statement-timeout", default=None, help="An update model's bound on each statement, e.g. 30s."
 )
 @click.option(
     "--max-batch-latency",

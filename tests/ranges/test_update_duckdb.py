@@ -439,3 +439,41 @@ def test_rows_with_a_null_key_refuse_the_backfill_before_anything_runs(project: 
     assert len(result.stderr.strip().splitlines()) == 1
     assert state_dump(project) == before
     assert differing(project) == 7301
+
+
+def test_a_batch_of_ranges_publishes_range_by_range_up_to_the_first_refused(
+    project: Path,
+) -> None:
+    """--batch-size 3 is three transactions: the first range's commits before the second is
+    refused by its check, and the third is not tried."""
+    text = model_text(CHUNK).replace(
+        "net_revenue <= gross_amount", "net_revenue <= gross_amount AND order_id < 500"
+    )
+    (project / "models" / f"{MODEL}.toml").write_text(text)
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", MODEL, "--project", project).exit_code == 0
+    result = tidegate(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "0..1000",
+        "--batch-size",
+        "3",
+        "--json",
+        "--project",
+        project,
+    )
+    assert result.exit_code == 1
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    states = {
+        e["partition"]: (e["state"], e.get("reason")) for e in events if e["event"] == "partition"
+    }
+    assert states == {
+        "0": ("published", None),
+        "500": (
+            "failed",
+            "range 500: check net_not_above_gross failed: 500 of 500 rows; nothing was written",
+        ),
+        "1000": ("failed", "not published: 500 in the same batch failed"),
+    }
+    assert differing(project) == 7300 - 499

@@ -44,9 +44,10 @@ SMALL_ORDERS = 20_000  # where only the locks matter
 CHUNK = 10_000
 LOCK_TIMEOUT = 1.0
 STATEMENT_TIMEOUT = 5.0
-# a batch's transaction runs the UPDATE, its audit and the marker insert, each bounded by the
-# statement timeout (their lock waits by the lock timeout, within it)
-TRANSACTION_BOUND = 3 * STATEMENT_TIMEOUT
+# a range's transaction (one per range, whatever the batch size) locks the range's differing
+# rows, runs the UPDATE, its audit and the marker insert, each bounded by the statement timeout
+# (their lock waits by the lock timeout, within it)
+TRANSACTION_BOUND = 4 * STATEMENT_TIMEOUT
 SEED = 9
 
 GENERATE = """
@@ -91,8 +92,9 @@ class Sampler:
     errors: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
+    xids: set[str] = field(default_factory=set)  # of tidegate transactions holding locks
     QUERY = (
-        "SELECT extract(epoch FROM now() - a.xact_start), "
+        "SELECT extract(epoch FROM now() - a.xact_start), a.backend_xid::text, "
         "EXISTS (SELECT 1 FROM pg_locks AS l WHERE l.pid = a.pid AND l.granted "
         "AND l.relation = 'orders'::regclass) "
         "FROM pg_stat_activity AS a WHERE a.datname = current_database() "
@@ -106,8 +108,9 @@ class Sampler:
                 while not self._stop.is_set():
                     found = con.execute(self.QUERY).fetchall()
                     self.samples += 1
-                    self.holding += any(held for _, held in found)
-                    self.longest = max([self.longest, *(float(age) for age, _ in found)])
+                    self.holding += any(held for _, _, held in found)
+                    self.longest = max([self.longest, *(float(age) for age, _, _ in found)])
+                    self.xids.update(xid for _, xid, held in found if xid is not None and held)
                     time.sleep(0.02)
         except psycopg.Error as error:
             self.errors.append(str(error))
@@ -348,3 +351,110 @@ def test_an_expression_of_another_type_than_its_column_is_refused_before_anythin
     assert len(result.stderr.strip().splitlines()) == 1
     assert backfill_run_ids(project) == []
     assert rows(dsn, DIFFERING) == [(SMALL_ORDERS,)]
+
+
+def test_a_batch_of_ranges_is_one_transaction_per_range(tmp_path: Path, dsn: str) -> None:
+    """--batch-size 3: three transactions, each holding the row locks of one range only. The
+    rows a transaction wrote carry its id (xmin), and so does the marker it inserted: each
+    range's rows and marker share a transaction that wrote nothing else; the sampler saw the
+    transactions come and go."""
+    project = small_project(tmp_path, dsn)
+    with Sampler(dsn).polling() as sampler:
+        result = run_process(
+            "backfill", MODEL, "--partitions", "all", "--batch-size", "3", "--project", project
+        )
+    assert result.exit_code == 0, result.stderr
+    assert sampler.errors == []
+    assert sampler.longest < TRANSACTION_BOUND, sampler
+    assert rows(dsn, DIFFERING) == [(0,)]
+    markers = rows(
+        dsn,
+        "SELECT partition_start, xmin::text FROM _tidegate.commit_markers WHERE model = %s "
+        "ORDER BY partition_start",
+        [MODEL],
+    )
+    assert [start for start, _ in markers] == [0, CHUNK, 2 * CHUNK]
+    assert len({xid for _, xid in markers}) == 3, markers
+    written = rows(
+        dsn,
+        f"SELECT xmin::text, array_agg(DISTINCT order_id / {CHUNK} * {CHUNK}) FROM orders "
+        "GROUP BY 1",
+    )
+    assert sorted((xid, chunks) for xid, chunks in written) == sorted(
+        (xid, [start]) for start, xid in markers
+    )
+    # every tidegate transaction the sampler saw holding locks on orders was one range's
+    assert sampler.xids and sampler.xids <= {xid for _, xid in markers}, sampler
+
+
+def test_an_application_locking_rows_in_key_order_never_deadlocks_with_the_update(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The update locks its range's rows in key order before it writes them. The lowest order
+    sits last in the heap (a scan in physical order reaches it last), and the application holds
+    it; the update waits for it holding no other row of the range, so the application's next
+    lock, higher in the range, is granted at once: no deadlock, no retried try."""
+    project = small_project(tmp_path, dsn)
+    with admin(dsn) as con:
+        # no index on the key (the UPDATE alone scans in physical order, as a bitmap scan of a
+        # table whose heap is out of key order does), and a new version of order 1, written
+        # after every other row of the table
+        con.execute("ALTER TABLE orders DROP CONSTRAINT orders_pkey")
+        con.execute("ALTER TABLE orders ALTER COLUMN order_id SET NOT NULL")
+        con.execute("UPDATE orders SET discount = discount WHERE order_id = 1")
+        [(last,)] = con.execute("SELECT max(ctid) FROM orders").fetchall()
+        [(moved,)] = con.execute("SELECT ctid FROM orders WHERE order_id = 1").fetchall()
+        assert moved == last
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = 'tidegate' AND wait_event_type = 'Lock'"
+    )
+    with psycopg.connect(dsn, application_name="app") as app:
+        app.execute("SET lock_timeout = '10s'")
+        app.execute("SELECT 1 FROM orders WHERE order_id = 1 FOR UPDATE")
+        process = spawn(
+            "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
+        )
+        wait_until("the update waiting for order 1", lambda: rows(dsn, waiting)[0][0] or None, 30)
+        # key order: the application's next row is higher; the update holds none of them yet
+        app.execute("SELECT 1 FROM orders WHERE order_id = 9999 FOR UPDATE")
+        app.commit()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    tries = ledger_rows(project, "SELECT message FROM check_results WHERE kind = 'contention'")
+    assert tries == [], tries
+    [(left,)] = rows(dsn, f"{DIFFERING} AND order_id < {CHUNK}")
+    assert left == 0
+
+
+def test_the_update_reads_committed_whatever_the_database_default(tmp_path: Path, dsn: str) -> None:
+    """With REPEATABLE READ as the database's default, the update's transaction still runs
+    READ COMMITTED: a row the application changes and commits while the update waits for it is
+    computed from its new values, not a serialization failure."""
+    project = small_project(tmp_path, dsn)
+    with admin(dsn) as con:
+        con.execute(
+            sql.SQL(
+                "ALTER DATABASE {} SET default_transaction_isolation = 'repeatable read'"
+            ).format(sql.Identifier(urlsplit(dsn).path.lstrip("/")))
+        )
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = 'tidegate' AND wait_event_type = 'Lock'"
+    )
+    with psycopg.connect(dsn, application_name="app") as app:
+        app.execute(
+            "UPDATE orders SET gross_amount = gross_amount + 1, net_revenue = "
+            "CAST(gross_amount + 1 - discount - refund AS DECIMAL(18, 2)) WHERE order_id = 5"
+        )
+        process = spawn(
+            "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
+        )
+        wait_until("the update waiting for order 5", lambda: rows(dsn, waiting)[0][0] or None, 30)
+        app.commit()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    tries = ledger_rows(project, "SELECT message FROM check_results WHERE kind = 'contention'")
+    assert tries == [], tries
+    [(left,)] = rows(dsn, f"{DIFFERING} AND order_id < {CHUNK}")
+    assert left == 0

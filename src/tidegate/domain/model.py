@@ -92,8 +92,8 @@ class UpdateSpec:
 
     table: str
     assignments: tuple[tuple[str, str], ...]  # (column, expression)
-    # seconds a batch's transaction may wait for a row lock, and run a statement (None: the
-    # warehouse's own setting)
+    # seconds a statement of a range's transaction may wait for one lock, and may run (None:
+    # the warehouse's own setting)
     lock_timeout: float | None = None
     statement_timeout: float | None = None
 

@@ -84,7 +84,12 @@ class PostgresEngine(PostgresPublish):
                 raise KeyboardInterrupt from None
             # the statement timeout (Ctrl-C is the other canceller)
             raise ContentionError(f"postgres: {_first_line(error)}") from error
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as error:
+        except (
+            psycopg.errors.LockNotAvailable,
+            psycopg.errors.DeadlockDetected,
+            psycopg.errors.SerializationFailure,
+        ) as error:
+            # lost to a concurrent transaction: rolled back, worth another try
             raise ContentionError(f"postgres: {_first_line(error)}") from error
         except psycopg.Error as error:
             raise EngineError(f"postgres: {_first_line(error)}") from error

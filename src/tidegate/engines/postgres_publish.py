@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import ContentionError, EngineError
 from tidegate.engines.sql_engine import SqlEngine
 from tidegate.sql import postgres as pg
 
@@ -38,6 +38,9 @@ class PostgresPublish(SqlEngine):
         try:
             with self._con.transaction():
                 yield
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
+            # the commit lost to a concurrent transaction: nothing was written, try again
+            raise ContentionError(f"postgres: {str(error).strip().splitlines()[0]}") from error
         except psycopg.Error as error:
             # the commit itself failed (the statements raise EngineError): nothing was written
             raise EngineError(f"postgres: {str(error).strip().splitlines()[0]}") from error
@@ -55,9 +58,14 @@ class PostgresPublish(SqlEngine):
         # EXPLAIN plans without running: allowed in a read-only transaction
         self._run(f"EXPLAIN {statement}", params).fetchall()
 
+    row_locks = True
+
     def _limit_transaction(
         self, lock_timeout: float | None, statement_timeout: float | None
     ) -> None:
+        # whatever the server's or the role's default: under REPEATABLE READ the UPDATE would
+        # fail on a row the application changed meanwhile instead of computing it anew
+        self._run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         # SET LOCAL: the bounds end with the transaction, the session keeps its own
         for name, seconds in (
             ("lock_timeout", lock_timeout),

@@ -1,9 +1,11 @@
 """The `update` write mode on the SQL warehouses (DuckDB, PostgreSQL): an existing table's
-columns set, key range by key range, in one transaction per batch that also audits the result
-and inserts the commit markers (SPEC §5): a crash leaves a range either done and marked, or
-untouched.
+columns set, key range by key range, in one transaction per range that also audits the result
+and inserts the range's commit marker (SPEC §5): a crash leaves a range either done and marked,
+or untouched, and no transaction holds row locks of two ranges.
 
-No staging: the values are computed by the UPDATE itself, on each row as it is once locked, so
+No staging: the values are computed by the UPDATE itself, on each row as it is once locked (the
+range's differing rows locked first in key order where the engine has row locks, READ COMMITTED
+so each statement sees what committed before it), so
 the application writing the same rows meanwhile never has a newer value replaced by an older
 one. The audit runs after the UPDATE in the same transaction: no row of the range may still
 differ from its expression, and every declared check must hold; otherwise the transaction rolls
@@ -57,6 +59,10 @@ class UpdateRefused(EngineError):
 class RangeUpdates(SqlQueries):
     """Update mode for an engine that speaks SQL; the engine gives its transaction."""
 
+    # whether other sessions' writers hold row locks the update may wait for (PostgreSQL):
+    # then the range's differing rows are locked in key order before the UPDATE
+    row_locks = False
+
     @abstractmethod
     def _transaction(self) -> AbstractContextManager[None]:
         """One transaction: its statements commit together or not at all."""
@@ -73,8 +79,11 @@ class RangeUpdates(SqlQueries):
     def _limit_transaction(
         self, lock_timeout: float | None, statement_timeout: float | None
     ) -> None:
-        """Bound the current transaction's lock waits and statements; an engine without those
-        settings (DuckDB: one writing process, no row locks to wait for) ignores them."""
+        """Set up the update's transaction before its first statement: READ COMMITTED (each
+        statement sees what committed before it, so a row the application changed meanwhile is
+        computed from its new values) and the bounds of its lock waits and statements; an engine
+        without those settings (DuckDB: one writing process, no row locks to wait for) ignores
+        them."""
 
     def _plan_update(self, statement: str, params: Any) -> None:
         """Plan an UPDATE without running it, where the engine can on a read-only session
@@ -126,21 +135,23 @@ class RangeUpdates(SqlQueries):
             for first, rows in self._run(statement, self._bind(bounds, statement)).fetchall()
         }
 
-    def update_ranges(
+    def update_range(
         self,
         update: UpdateSpec,
         key: str,
         checks: Sequence[CheckSpec],
-        markers: Sequence[CommitMarker],
-        refusal: Callable[[Sequence[RangeAudit]], str | None],
+        marker: CommitMarker,
+        refusal: Callable[[RangeAudit], str | None],
         timeouts: tuple[float | None, float | None] = (None, None),
-    ) -> list[RangeAudit]:
-        """Update the key range of each marker, audit the ranges, and — unless `refusal` finds
-        a reason in the audits — insert the markers (each carrying its range's rows), all in
-        one transaction. `timeouts`: (lock, statement) seconds for this transaction.
+    ) -> RangeAudit:
+        """Update the marker's key range, audit it, and — unless `refusal` finds a reason in
+        the audit — insert the marker (carrying the range's rows), in one transaction of its
+        own: one key range per transaction, so no range's row locks are held while another
+        range is updated. `timeouts`: (lock, statement) seconds for this transaction.
 
-        Transactional; raises UpdateRefused (with the audits) when refused, ContentionError on
-        a lock or statement timeout, EngineError otherwise; nothing is written then."""
+        Transactional; raises UpdateRefused (with the audit) when refused, ContentionError on
+        a lock or statement timeout, a deadlock or a serialization failure, EngineError
+        otherwise; nothing is written then."""
         assignments = update.assignments
         write = self._statement(
             ("update", update.table, key, assignments),
@@ -150,31 +161,31 @@ class RangeUpdates(SqlQueries):
             ("audit update", update.table, key, assignments, tuple(c.name for c in checks)),
             lambda: update_sql.audit_range(update.table, key, assignments, checks, self.flavor),
         )
-        audits: list[RangeAudit] = []
+        bounds = {"start": marker.partition_start, "end": marker.partition_end}
         with self._transaction():
             self._limit_transaction(*timeouts)
-            for marker in markers:
-                bounds = {"start": marker.partition_start, "end": marker.partition_end}
-                updated = self._changed_rows(self._run(write, self._bind(bounds, write)))
-                row = self._one(audit, self._bind(bounds, audit))
-                rows, measured = int(row[0]), [int(v) for v in row[1:]]
-                audits.append(
-                    RangeAudit(
-                        marker.partition_start,
-                        rows,
-                        updated,
-                        tuple(measured[: len(assignments)]),
-                        tuple(measured[len(assignments) :]),
-                    )
+            if self.row_locks:
+                lock = self._statement(
+                    ("lock update", update.table, key, assignments),
+                    lambda: update_sql.lock_range(update.table, key, assignments, self.flavor),
                 )
-            reason = refusal(audits)
+                self._run(lock, self._bind(bounds, lock)).fetchall()
+            updated = self._changed_rows(self._run(write, self._bind(bounds, write)))
+            row = self._one(audit, self._bind(bounds, audit))
+            rows, measured = int(row[0]), [int(v) for v in row[1:]]
+            found = RangeAudit(
+                marker.partition_start,
+                rows,
+                updated,
+                tuple(measured[: len(assignments)]),
+                tuple(measured[len(assignments) :]),
+            )
+            reason = refusal(found)
             if reason is not None:
-                raise UpdateRefused(reason, audits)
-            marked = [
-                replace(m, checksum=str(a.checksum)) for m, a in zip(markers, audits, strict=True)
-            ]
+                raise UpdateRefused(reason, [found])
+            marked = replace(marker, checksum=str(found.checksum))
             self._run(
                 self._statement(("markers",), self._insert_markers),
-                {n: [getattr(m, n) for m in marked] for n in sql.MARKER_COLUMNS},
+                {n: [getattr(marked, n)] for n in sql.MARKER_COLUMNS},
             )
-        return audits
+        return found

@@ -28,7 +28,7 @@ from tidegate.engines.base import CommitMarker, Engine, Fence, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
-from tidegate.execution.update import Limits, Refused, measure, publish_update
+from tidegate.execution.update import Limits, measure, publish_update
 from tidegate.state.base import StateStore
 
 STOP_POLL_SECONDS = 0.5
@@ -462,7 +462,8 @@ class Executor:
         content = self._publish(run_id, version, unit, computed, report, options)
         if content is None:
             return
-        for p in unit.partitions:
+        published = [p for p in unit.partitions if p.start in content]
+        for p in published:
             checksum = content[p.start]
             report.published += 1
             report.rows += checksum.rows
@@ -477,7 +478,7 @@ class Executor:
                     str(checksum),
                 )
             )
-        report.progress = replace(report.progress, done=report.progress.done + len(unit.partitions))
+        report.progress = replace(report.progress, done=report.progress.done + len(published))
 
     def _publish(
         self,
@@ -491,7 +492,9 @@ class Executor:
         """Publish a unit in the warehouse, then in the ledger: what each partition holds
         afterwards (the staged rows for overwrite; for merge and append what the engine
         measured in the publish's transaction, which the markers carry and the ledger
-        records). None when the publish failed (its attempts failed, nothing written)."""
+        records). None when the publish failed (its attempts failed, nothing written); for an
+        update model, whose ranges publish one transaction each, the ranges published before
+        one failed (the failed ones settled)."""
         spec = version.spec
         attempts = unit.attempts
         published_at = stamp(self.clock)
@@ -562,24 +565,34 @@ class Executor:
         report: Report,
         options: Options,
     ) -> dict[int, Checksum] | None:
-        """An update model's publish: the UPDATE, its audit and the markers in one warehouse
-        transaction (execution/update.py), then the ledger; None when nothing was written."""
+        """An update model's publish: per range, the UPDATE, its audit and its marker in one
+        warehouse transaction, then the ledger (execution/update.py). What the published ranges
+        hold; the first refused range and those after it fail (nothing of them written). None
+        when no range was published."""
         outcome = publish_update(
             self.engine, self.state, self.timer, spec, markers, options.limits, options.lease_held
         )
-        if not isinstance(outcome, Refused):
-            return outcome
+        if outcome.refused is None:
+            return outcome.content
+        refused, first = outcome.refused, outcome.refused_start
+        failed = [p for p in unit.partitions if p.start not in outcome.content]
+        label = next(p.label(spec.keys) for p in failed if p.start == first)
         self._fail(
             spec,
-            list(unit.partitions),
-            unit.attempts,
-            dict.fromkeys(unit.attempts, outcome.reason),
+            failed,
+            {p.start: unit.attempts[p.start] for p in failed},
+            {
+                p.start: refused.reason
+                if p.start == first
+                else f"not published: {label} in the same batch failed"
+                for p in failed
+            },
             report,
             options,
-            check_failure=outcome.check_failure,
-            mismatch=outcome.mismatch,
+            check_failure=refused.check_failure,
+            mismatch=refused.mismatch,
         )
-        return None
+        return outcome.content or None
 
     def _republish_refusal(self, spec: ModelSpec, unit: Unit) -> dict[int, str] | None:
         """Why a unit must not publish, when its model appends without a unique key and one of

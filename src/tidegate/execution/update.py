@@ -1,7 +1,8 @@
 """Running an update model's batch: no staging; the worker measures what its key ranges hold,
-and the publish is the UPDATE, its audit and the commit markers in one warehouse transaction
-(engines/sql_update.py). A lock or statement timeout rolls the transaction back and is tried
-again a bounded number of times, with a growing pause; each timed-out try is recorded with the
+and the publish is, range by range, the UPDATE, its audit and the range's commit marker in one
+warehouse transaction (engines/sql_update.py): a batch of N ranges is N transactions. A lock or
+statement timeout (or a deadlock, or a serialization failure) rolls the transaction back and is
+tried again a bounded number of times, with a growing pause; each such try is recorded with the
 attempt, and the last one fails it (counted by the stop-loss like any failed partition).
 """
 
@@ -30,7 +31,7 @@ FIRST_BACKOFF_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class Limits:
-    """A batch transaction's bounds (seconds; None: the model's, else the warehouse's)."""
+    """A range transaction's bounds (seconds; None: the model's, else the warehouse's)."""
 
     lock_timeout: float | None = None
     statement_timeout: float | None = None
@@ -124,6 +125,16 @@ def measure(engine: Engine, spec: ModelSpec, unit: Unit) -> Computed:
     )
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a batch of ranges wrote, range by range: what each published range holds (by its
+    start), and why the first range that was not published was refused (None: all were)."""
+
+    content: dict[int, Checksum]
+    refused: Refused | None = None
+    refused_start: int | None = None
+
+
 def publish_update(
     engine: Engine,
     state: StateStore,
@@ -132,14 +143,36 @@ def publish_update(
     markers: Sequence[CommitMarker],
     limits: Limits,
     lease_held: Callable[[], bool],
-) -> dict[int, Checksum] | Refused:
-    """Update, audit and mark the ranges of `markers` in one warehouse transaction, trying
-    again after a lock or statement timeout, then record the publish in the ledger: what each
-    range holds (by its start), or why nothing was written. Each range's audit is recorded
-    with its attempt either way."""
+) -> Published:
+    """Update, audit and mark the ranges of `markers` one by one, each in a warehouse
+    transaction of its own recorded in the ledger once it commits: a batch of N ranges is N
+    transactions, and no range's row locks are held while another is updated. The first range
+    refused (its audit, or its tries exhausted) stops the batch; the ranges before it stay
+    published. Each range's audit is recorded with its attempt either way."""
+    content: dict[int, Checksum] = {}
+    for marker in markers:
+        outcome = _publish_range(engine, state, timer, spec, marker, limits, lease_held)
+        if isinstance(outcome, Refused):
+            return Published(content, outcome, marker.partition_start)
+        content[marker.partition_start] = outcome
+    return Published(content)
+
+
+def _publish_range(
+    engine: Engine,
+    state: StateStore,
+    timer: Timer,
+    spec: ModelSpec,
+    marker: CommitMarker,
+    limits: Limits,
+    lease_held: Callable[[], bool],
+) -> Checksum | Refused:
+    """One range's transaction, tried again after a lock or statement timeout, a deadlock or
+    a serialization failure, then its publish in the ledger: what it holds, or why nothing
+    was written."""
     warehouse, update = updater(engine, spec)
     timeouts = limits.for_model(update)
-    attempts = {m.partition_start: m.attempt_id for m in markers}
+    attempts = {marker.partition_start: marker.attempt_id}
     tries = limits.retries + 1
     number = 0
     while True:
@@ -150,11 +183,11 @@ def publish_update(
             )
         crash_point("before_publish")
         try:
-            audits = warehouse.update_ranges(
+            audit = warehouse.update_range(
                 update,
                 spec.partition_column,
                 spec.checks,
-                markers,
+                marker,
                 _refusal(spec, update),
                 timeouts,
             )
@@ -171,12 +204,12 @@ def publish_update(
             timer.sleep(pause)
             continue
         crash_point("after_publish")
-        _record(state, spec, update, attempts, audits)
-        content = {a.start: a.checksum for a in audits}
-        state.record_published_content({attempts[s]: (c.rows, str(c)) for s, c in content.items()})
-        state.publish_many(list(attempts.values()), markers[0].published_at)
+        _record(state, spec, update, attempts, [audit])
+        checksum = audit.checksum
+        state.record_published_content({marker.attempt_id: (checksum.rows, str(checksum))})
+        state.publish_many([marker.attempt_id], marker.published_at)
         crash_point("after_ledger")
-        return content
+        return checksum
 
 
 def _note_try(
@@ -195,24 +228,23 @@ def _note_try(
         state.record_checks(attempt_id, [note])
 
 
-def _refusal(spec: ModelSpec, update: UpdateSpec) -> Callable[[Sequence[RangeAudit]], str | None]:
-    """Why the audits of a batch's ranges refuse its commit (None: they allow it)."""
+def _refusal(spec: ModelSpec, update: UpdateSpec) -> Callable[[RangeAudit], str | None]:
+    """Why a range's audit refuses its commit (None: it allows it)."""
 
-    def refusal(audits: Sequence[RangeAudit]) -> str | None:
-        for audit in audits:
-            reasons = [
-                f"reconciliation {column}: {differing:,} of {audit.rows:,} rows still differ "
-                "from the expression"
-                for (column, _), differing in zip(update.assignments, audit.differing, strict=True)
-                if differing
-            ]
-            reasons += [
-                f"check {check.name} failed: {violations:,} of {audit.rows:,} rows"
-                for check, violations in zip(spec.checks, audit.violations, strict=True)
-                if violations and check.severity is Severity.BLOCKING
-            ]
-            if reasons:
-                return f"range {audit.start}: " + "; ".join(reasons) + "; nothing was written"
+    def refusal(audit: RangeAudit) -> str | None:
+        reasons = [
+            f"reconciliation {column}: {differing:,} of {audit.rows:,} rows still differ "
+            "from the expression"
+            for (column, _), differing in zip(update.assignments, audit.differing, strict=True)
+            if differing
+        ]
+        reasons += [
+            f"check {check.name} failed: {violations:,} of {audit.rows:,} rows"
+            for check, violations in zip(spec.checks, audit.violations, strict=True)
+            if violations and check.severity is Severity.BLOCKING
+        ]
+        if reasons:
+            return f"range {audit.start}: " + "; ".join(reasons) + "; nothing was written"
         return None
 
     return refusal

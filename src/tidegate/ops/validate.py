@@ -70,7 +70,7 @@ def validate(
     if spec.update is not None:
         raise UsageError(
             f"{model} is an update model: it writes its table in place, with no shadow table "
-            "to validate into; its audit runs in each batch's transaction"
+            "to validate into; its audit runs in each range's transaction"
         )
     if sample_size is not None and sample_size < 1:
         raise UsageError("--sample must be at least 1")

@@ -7,8 +7,8 @@ table = "orders"                  # exists already; tidegate never creates, drop
 grain = "range"
 key_column = "order_id"           # an integer key
 chunk_size = 10000                # a partition: [k, k + 10000), k a multiple of 10000
-lock_timeout = "2s"               # per batch (PostgreSQL), overridable by backfill flags
-statement_timeout = "30s"
+lock_timeout = "2s"               # per lock wait (PostgreSQL), overridable by backfill flags
+statement_timeout = "30s"         # per statement of a range's transaction
 
 [set]
 net_revenue = "CAST(gross_amount - discount - refund AS DECIMAL(18, 2))"

@@ -152,6 +152,20 @@ def update_range(target: str, key: str, assignments: Assignments, flavor: Flavor
     return flavor.render(statement)
 
 
+def lock_range(target: str, key: str, assignments: Assignments, flavor: Flavor) -> str:
+    """Lock the range's differing rows in key order (SELECT … ORDER BY key FOR UPDATE): the
+    UPDATE that follows waits for no row it does not hold already, unless one starts to differ
+    meanwhile, and a writer that locks rows in key order too never deadlocks with it."""
+    select = (
+        exp.select(column(key))
+        .from_(table(target))
+        .where(exp.and_(_in_range(key), exp.paren(_any_differs(assignments))))
+        .order_by(column(key))
+        .lock(update=True)
+    )
+    return flavor.render(select)
+
+
 def audit_range(
     target: str,
     key: str,
