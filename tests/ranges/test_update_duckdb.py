@@ -477,3 +477,44 @@ def test_a_batch_of_ranges_publishes_range_by_range_up_to_the_first_refused(
         "1000": ("failed", "not published: 500 in the same batch failed"),
     }
     assert differing(project) == 7300 - 499
+
+
+@pytest.mark.crash
+def test_a_row_given_a_null_key_during_the_backfill_fails_it_at_its_end(project: Path) -> None:
+    """The backfill refuses to start while rows with a NULL key exist; one written after it
+    started is in no range either: with every range published, the run still fails, naming
+    them; given a key, the row is filled by a backfill of its chunk."""
+    import duckdb
+
+    backfill = ("backfill", MODEL, "--partitions", "all", "--project", project)
+    killed = run_process(*backfill, env={ENVIRONMENT_VARIABLE: "before_publish:3"})
+    assert killed.exit_code == -9, killed.stderr
+    [run_id] = backfill_run_ids(project)
+    con = duckdb.connect(str(project / "warehouse.duckdb"))
+    try:
+        con.execute(
+            "INSERT INTO orders SELECT * REPLACE (NULL AS order_id) FROM orders "
+            "WHERE order_id = 7000"
+        )
+    finally:
+        con.close()
+    resumed = tidegate("backfill", "resume", run_id, "--project", project)
+    assert resumed.exit_code == 1, resumed.stderr
+    message = (
+        "key column order_id is NULL in 1 row of orders: no key range holds them, so they "
+        "were not updated; give them a key and backfill their chunks"
+    )
+    assert message in resumed.stdout + resumed.stderr
+    assert differing(project) == 1
+    [(status, reason)] = ledger_rows(
+        project, "SELECT status, reason FROM runs WHERE run_id = ?", (run_id,)
+    )
+    assert (status, reason) == ("failed", message)
+    con = duckdb.connect(str(project / "warehouse.duckdb"))
+    try:
+        con.execute("UPDATE orders SET order_id = 9000 WHERE order_id IS NULL")
+    finally:
+        con.close()
+    done = tidegate("backfill", MODEL, "--partitions", "9000", "--project", project)
+    assert done.exit_code == 0, done.stderr
+    assert differing(project) == 0

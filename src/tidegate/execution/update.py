@@ -104,6 +104,29 @@ def table_problems(engine: Engine, spec: ModelSpec) -> list[str]:
     return problems
 
 
+def rows_outside_ranges(engine: Engine, spec: ModelSpec) -> str | None:
+    """Why a backfill whose ranges all published did not update every row of the table: rows
+    whose key is NULL are in no key range (None: there are none, or the key column cannot be
+    NULL). Read-only; the backfill checks it at its end, since the application may have
+    written such rows after it started."""
+    warehouse, update = updater(engine, spec)
+    found = engine.table_columns(update.table) or []
+    key = next((c for c in found if c.name == spec.partition_column), None)
+    if key is None or not key.nullable:
+        return None
+    try:
+        nulls = warehouse.null_keys(update.table, key.name)
+    except EngineError as error:
+        return f"rows with a NULL {key.name} could not be counted: {error}"
+    if not nulls:
+        return None
+    rows = "row" if nulls == 1 else "rows"
+    return (
+        f"key column {key.name} is NULL in {nulls:,} {rows} of {update.table}: no key range "
+        "holds them, so they were not updated; give them a key and backfill their chunks"
+    )
+
+
 def measure(engine: Engine, spec: ModelSpec, unit: Unit) -> Computed:
     """On the worker, read-only: each range's rows now (what its attempt records when
     audited); the update itself and its audit come with the publish."""

@@ -28,7 +28,7 @@ from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
-from tidegate.execution.update import Limits
+from tidegate.execution.update import Limits, rows_outside_ranges
 from tidegate.ops import key_ranges
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
@@ -263,6 +263,11 @@ def _execute(
             run_id, version, enumerate(plan.batches(skip=done)), options
         )
     status, reason = verdict(report)
+    if status is RunStatus.SUCCEEDED and version.spec.update is not None:
+        # every range published; rows in no range (a NULL key) were not updated
+        outside = rows_outside_ranges(session.engine, version.spec)
+        if outside is not None:
+            status, reason = RunStatus.FAILED, outside
     trigger = None if report.trigger is None else trigger_text(report.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
     notes = announce(
