@@ -68,6 +68,17 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
     default=None,
     help="Take every parameter from a reviewed plan file.",
 )
+@click.option(
+    "--lock-timeout", default=None, help="An update model's bound on each lock wait, e.g. 2s."
+)
+@click.option(
+    "--statement-timeout", default=None, help="An update model's bound on each statement, e.g. 30s."
+)
+@click.option(
+    "--max-batch-latency",
+    default=None,
+    help="Slow down while batches take longer than this (e.g. 2s), speed up when they don't.",
+)
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @click.option("--force", is_flag=True, help="Backfill a paused model anyway.")
 @click.option(
@@ -88,6 +99,9 @@ def start(
     stale_only: bool,
     dry_run: bool,
     plan_file: Path | None,
+    lock_timeout: str | None,
+    statement_timeout: str | None,
+    max_batch_latency: str | None,
     wait: bool,
     force: bool,
     distributed: bool,
@@ -104,6 +118,9 @@ def start(
         "rate": rate,
         "max_failures": max_failures,
         "stale_only": stale_only or None,
+        "lock_timeout": lock_timeout,
+        "statement_timeout": statement_timeout,
+        "max_batch_latency": max_batch_latency,
     }
     if plan_file is not None:
         given = sorted(k for k, v in flags.items() if v is not None and k != "model")
@@ -132,7 +149,9 @@ def start(
         return
     run_batches(
         as_json,
-        lambda flag, progress: op.start(ctx, request, flag, progress.outcome, progress.start),
+        lambda flag, progress: op.start(
+            ctx, request, flag, progress.outcome, progress.start, on_throttle=progress.throttle
+        ),
     )
 
 
@@ -164,6 +183,14 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
         )
         for name, rows in radius["source_rows"].items():
             click.echo(f"  reads        {rows:,} rows of source {name}")
+        update = radius["update"]
+        if update is not None:
+            shown = ", ".join(f"{k}: {v:,}" for k, v in list(update["rows_per_chunk"].items())[:5])
+            click.echo(
+                f"  updates      {update['rows']:,} rows of table {update['table']} (largest "
+                f"chunk {update['largest_chunk_rows']:,} rows, {update['empty_chunks']} empty; "
+                f"{shown}{', …' if len(update['rows_per_chunk']) > 5 else ''})"
+            )
         click.echo(
             f"  throttle     {plan.max_concurrency} in flight, "
             f"{plan.rate_per_minute or 'unlimited'} batch starts/min"
@@ -179,7 +206,7 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
         click.echo(
             "  estimate     "
             + (
-                f"{estimate:,.0f}s from recorded throughput"
+                f"{estimate:,.0f}s from recorded throughput and the rate"
                 if estimate is not None
                 else "no recorded throughput yet"
             )
@@ -265,7 +292,9 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
         return
     run_batches(
         as_json,
-        lambda flag, progress: op.resume(ctx, run_id, flag, progress.outcome, progress.start),
+        lambda flag, progress: op.resume(
+            ctx, run_id, flag, progress.outcome, progress.start, on_throttle=progress.throttle
+        ),
     )
 
 

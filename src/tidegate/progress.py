@@ -12,6 +12,7 @@ import click
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import BackfillPlan
+from tidegate.domain.throttle import Adjustment
 from tidegate.execution.executor import Outcome
 
 PLAIN_EVERY_SECONDS = 2.0
@@ -99,6 +100,25 @@ class BackfillProgress:
         elif self.done == self.total or time.monotonic() - self._last_line >= PLAIN_EVERY_SECONDS:
             self._last_line = time.monotonic()
             click.echo(f"{self.run_id}: {self.done}/{self.total} partitions, {self._detail()}")
+
+    def throttle(self, adjustment: Adjustment) -> None:
+        """The adaptive throttle changed its rate: say so, and why."""
+        if self.as_json:
+            self._emit(
+                {
+                    "event": "throttle",
+                    "run_id": self.run_id,
+                    "batch": adjustment.batch,
+                    "latency_seconds": round(adjustment.latency_seconds, 3),
+                    "rate_before": adjustment.rate_before,
+                    "rate_after": adjustment.rate_after,
+                    "reason": adjustment.reason,
+                }
+            )
+        elif self.tty:
+            self._bar.console.print(f"throttle: {adjustment.reason}")
+        else:
+            click.echo(f"{self.run_id}: throttle: {adjustment.reason}")
 
     def _detail(self) -> str:
         elapsed = max(time.monotonic() - self.began, 1e-6)

@@ -247,6 +247,8 @@ def run_detail(document: dict[str, Any]) -> None:
         console.print(f"  {line}")
     if document["plan_hash"]:
         console.print(f"  plan file sha256 {document['plan_hash'][:12]}")
+    for change in document["throttle"]:
+        console.print(f"  throttle at {change['at']}: {change['reason']}", markup=False)
     table = Table(
         "model", "partition", "batch", "state", "rows", "checksum", "reconciled", "error", "taint"
     )

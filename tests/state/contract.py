@@ -15,6 +15,7 @@ from tidegate.domain.checks import CheckResult
 from tidegate.domain.gate import Gate
 from tidegate.domain.model import ChangeKind, CheckSpec, Column, ModelSpec, Severity, Version
 from tidegate.domain.partitions import DAY_SECONDS, Grain
+from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Input, Run
 from tidegate.state.base import Event, StateStore
 
@@ -617,6 +618,19 @@ class StateStoreContract:
         store.record_checks("att-1", results)
         assert store.checks("att-1") == results
         assert store.checks("att-other") == []
+
+    def test_reconciliations_are_recorded_in_any_state_and_replaced_by_name(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_attempt(attempt("att-1"))  # pending: an update audits in its publish
+        store.record_reconciliations(
+            "att-1", [ReconciliationResult("net_revenue", "10", "9", "0", False)]
+        )
+        again = [ReconciliationResult("net_revenue", "10", "10", "0", True)]
+        store.record_reconciliations("att-1", again)
+        assert store.reconciliations("att-1") == again
 
     def test_inputs_are_recorded_and_read_back(self, with_versions: StateStore) -> None:
         store = with_versions

@@ -15,6 +15,8 @@ from tidegate.domain.errors import UsageError
 from tidegate.domain.partitions import Grain, IntervalSet, PartitionRange, following
 
 RATE_WINDOW_SECONDS = 60.0
+# plan fields recorded only when set
+OPTIONAL_FIELDS = ("chunk_size", "lock_timeout", "statement_timeout", "max_batch_latency")
 # Waits end this much past the window, so float rounding never lets a start in early.
 RATE_MARGIN_SECONDS = 1e-6
 
@@ -106,6 +108,13 @@ class BackfillPlan:
     stop_loss: StopLoss = field(default_factory=StopLoss)
     stale_only: bool = False
     requested: str = ""
+    # a key range's chunk size (0 for the other grains)
+    chunk_size: int = 0
+    # an update model's transaction bounds, seconds (None: the model's declaration)
+    lock_timeout: float | None = None
+    statement_timeout: float | None = None
+    # the adaptive throttle's latency bound, seconds (None: off)
+    max_batch_latency: float | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -115,7 +124,10 @@ class BackfillPlan:
 
     @property
     def partitions(self) -> int:
-        return sum(len(r) for r in IntervalSet(self.selection).ranges(self.grain))
+        return sum(len(r) for r in self.ranges())
+
+    def ranges(self) -> list[PartitionRange]:
+        return IntervalSet(self.selection).ranges(self.grain, self.chunk_size)
 
     def batches(self, skip: IntervalSet | None = None) -> Iterator[PartitionRange]:
         """Consecutive runs of at most batch_size partitions, never spanning a gap.
@@ -130,13 +142,17 @@ class BackfillPlan:
                 for _ in range(self.batch_size):
                     if batch_end >= end:
                         break
-                    batch_end = following(self.grain, batch_end)
-                yield PartitionRange(self.grain, cursor, batch_end)
+                    batch_end = following(self.grain, batch_end, self.chunk_size)
+                yield PartitionRange(self.grain, cursor, batch_end, self.chunk_size)
                 cursor = batch_end
 
     def to_json(self) -> str:
         document = asdict(self)
         document["grain"] = self.grain.value
+        # only when set: a plan of a time or key-list model reads as before key ranges came
+        for optional in OPTIONAL_FIELDS:
+            if not document[optional]:
+                del document[optional]
         return json.dumps(document, sort_keys=True)
 
     @staticmethod
@@ -153,6 +169,11 @@ class BackfillPlan:
             stop_loss=StopLoss(**data["stop_loss"]),
             stale_only=data["stale_only"],
             requested=data["requested"],
+            # plans recorded before key ranges have none of these
+            chunk_size=data.get("chunk_size", 0),
+            lock_timeout=data.get("lock_timeout"),
+            statement_timeout=data.get("statement_timeout"),
+            max_batch_latency=data.get("max_batch_latency"),
         )
 
 

@@ -57,6 +57,12 @@ class EngineError(OperationFailed):
     """The warehouse engine reported an error while running a model or a check."""
 
 
+class ContentionError(EngineError):
+    """The warehouse was too busy for a statement: it waited for a lock longer than the lock
+    timeout, ran longer than the statement timeout, or lost a deadlock. Nothing of its
+    transaction was written; trying again later may succeed."""
+
+
 class FencedError(EngineError):
     """A publish carried a lease's fencing token older than the batch's fence: another worker
     holds the batch now, and nothing was published."""

@@ -13,6 +13,7 @@ from tidegate.domain.partitions import (
     PartitionRange,
     floor,
     parse_partition,
+    parse_range,
 )
 from tidegate.domain.schedule import last_fire
 
@@ -31,6 +32,8 @@ class WriteMode(str, Enum):
     OVERWRITE = "overwrite"  # replaced whole by the staged rows
     MERGE = "merge"  # upserted by the unique key: staged keys replace theirs, others stay
     APPEND = "append"  # staged rows added; with a unique key, keys already there are skipped
+    # columns of an existing table recomputed in place, a key range per transaction
+    UPDATE = "update"
 
 
 class Severity(str, Enum):
@@ -78,6 +81,38 @@ class Source:
     table: str
     time_column: str
     min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
+
+
+@dataclass(frozen=True)
+class UpdateSpec:
+    """What an update model does to an existing table: per key range, each column set to an
+    SQL expression over the row's own columns (project dialect), evaluated on the current row
+    under its lock, so a value the application wrote meanwhile is never overwritten with one
+    computed earlier."""
+
+    table: str
+    assignments: tuple[tuple[str, str], ...]  # (column, expression)
+    # seconds a statement of a range's transaction may wait for one lock, and may run (None:
+    # the warehouse's own setting)
+    lock_timeout: float | None = None
+    statement_timeout: float | None = None
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "set": [list(a) for a in self.assignments],
+            "lock_timeout": self.lock_timeout,
+            "statement_timeout": self.statement_timeout,
+        }
+
+    @staticmethod
+    def from_config(data: Mapping[str, Any]) -> UpdateSpec:
+        return UpdateSpec(
+            data["table"],
+            tuple((column, expression) for column, expression in data["set"]),
+            data["lock_timeout"],
+            data["statement_timeout"],
+        )
 
 
 class ModelKind(str, Enum):
@@ -145,6 +180,11 @@ class ModelSpec:
     reconciliations: tuple[Reconciliation, ...] = ()
     # None: an SQL model (`sql` is its SELECT)
     program: Program | None = None
+    # a key range's chunk size (grain "range"); 0 for the other grains
+    chunk_size: int = 0
+    # an update model's table and assignments (write mode "update"; `sql` then shows the
+    # SELECT of the values it sets)
+    update: UpdateSpec | None = None
 
     @property
     def kind(self) -> ModelKind:
@@ -153,12 +193,23 @@ class ModelSpec:
     def first_partition(self) -> PartitionKey | None:
         if self.start is None:
             return None
-        return parse_partition(self.start, self.grain, self.keys)
+        return parse_partition(self.start, self.grain, self.keys, self.chunk_size)
 
     def all_partitions_until(self, end: int) -> PartitionRange:
         first = self.first_partition()
         begin = first.start if first else end
-        return PartitionRange(self.grain, begin, max(begin, end))
+        return PartitionRange(self.grain, begin, max(begin, end), self.chunk_size)
+
+    def span(self, start: int, end: int) -> PartitionRange:
+        """The model's partitions in [start, end) of its bounds."""
+        return PartitionRange(self.grain, start, end, self.chunk_size)
+
+    def parse_range(self, text: str) -> PartitionRange:
+        """`START..END`, one partition or `all` (key lists) in the model's partitioning."""
+        return parse_range(text, self.grain, self.keys, self.chunk_size)
+
+    def parse_partition(self, text: str) -> PartitionKey:
+        return parse_partition(text, self.grain, self.keys, self.chunk_size)
 
     @property
     def keyed_write(self) -> bool:
@@ -183,8 +234,8 @@ class ModelSpec:
         domain/schedule.py) after `newest_written` (the end of the newest partition the active
         version published), at most the newest `limit` of them; only the newest one when the
         active version has published nothing (older history is a backfill's job)."""
-        if self.keys:
-            return PartitionRange(self.grain, 0, 0)  # key-list partitions run on request
+        if not self.grain.is_time:
+            return PartitionRange(self.grain, 0, 0, self.chunk_size)  # run on request
         end = floor(self.grain, last_fire(self.schedule, now))
         full = self.all_partitions_until(end)
         if len(full) == 0:
@@ -223,6 +274,8 @@ class ModelSpec:
                 else {}
             ),
             **({"program": self.program.config()} if self.program else {}),
+            **({"chunk_size": self.chunk_size} if self.chunk_size else {}),
+            **({"update": self.update.config()} if self.update else {}),
         }
 
 

@@ -1,9 +1,11 @@
 """Typed, ordered partition keys and ranges.
 
 Every partition is (kind, start, end) with int64 bounds, end exclusive: epoch seconds (UTC) for
-time grains, positions in the declared list for explicit keys. Ranges and plans are interval
-arithmetic over these bounds, so a plan over a million partitions is a pair of integers, not a
-million objects.
+time grains, positions in the declared list for explicit keys, the key values themselves for key
+ranges (chunks of `chunk_size` keys aligned to its multiples, labelled by their first key).
+Ranges and plans are interval arithmetic over these bounds, so a plan over a million partitions
+is a pair of integers, not a million objects. A key range's chunk size is the one thing a bound
+cannot tell, so a range of chunks carries it (`PartitionRange.step`).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ class Grain(str, Enum):
     DAY = "day"
     MONTH = "month"
     KEY = "key"
+    RANGE = "range"
 
     @property
     def is_time(self) -> bool:
-        return self is not Grain.KEY
+        return self not in (Grain.KEY, Grain.RANGE)
 
 
 _LABEL_FORMATS = {
@@ -57,12 +60,21 @@ def _month_start(index: int) -> int:
     return to_epoch(datetime(index // 12, index % 12 + 1, 1, tzinfo=timezone.utc))
 
 
+def _chunk(step: int) -> int:
+    if step < 1:
+        raise ValueError("a key range needs its chunk size")
+    return step
+
+
 # Bounds that hold every partition key: "all of a model's history" in ledger range queries.
 EVERYTHING = (-(2**63), 2**63 - 1)
 
 
-def floor(grain: Grain, ts: int) -> int:
-    """Start of the partition of `grain` that contains instant `ts` (or position `ts`)."""
+def floor(grain: Grain, ts: int, step: int = 0) -> int:
+    """Start of the partition of `grain` that contains instant `ts` (or position `ts`, or key
+    `ts` in chunks of `step` keys)."""
+    if grain is Grain.RANGE:
+        return ts - ts % _chunk(step)
     if grain is Grain.HOUR:
         return ts - ts % HOUR_SECONDS
     if grain is Grain.DAY:
@@ -72,8 +84,11 @@ def floor(grain: Grain, ts: int) -> int:
     return ts
 
 
-def following(grain: Grain, start: int) -> int:
-    """Start of the partition after the one starting at `start`."""
+def following(grain: Grain, start: int, step: int = 0) -> int:
+    """Start of the partition after the one starting at `start` (chunks of `step` keys for a
+    key range)."""
+    if grain is Grain.RANGE:
+        return start + _chunk(step)
     if grain is Grain.HOUR:
         return start + HOUR_SECONDS
     if grain is Grain.DAY:
@@ -94,16 +109,20 @@ class PartitionKey:
     def label(self, keys: Sequence[str] = ()) -> str:
         if self.grain is Grain.KEY:
             return keys[self.start] if self.start < len(keys) else f"#{self.start}"
+        if self.grain is Grain.RANGE:
+            return str(self.start)
         return to_utc(self.start).strftime(_LABEL_FORMATS[self.grain][0])
 
 
 @dataclass(frozen=True)
 class PartitionRange:
-    """Consecutive partitions of one grain, [start, end) in the grain's bounds."""
+    """Consecutive partitions of one grain, [start, end) in the grain's bounds; `step` is a key
+    range's chunk size (0 for the other grains, whose bounds tell their partitions)."""
 
     grain: Grain
     start: int
     end: int
+    step: int = 0
 
     def __post_init__(self) -> None:
         if self.end < self.start:
@@ -112,18 +131,20 @@ class PartitionRange:
     def __iter__(self) -> Iterator[PartitionKey]:
         cursor = self.start
         while cursor < self.end:
-            nxt = following(self.grain, cursor)
+            nxt = following(self.grain, cursor, self.step)
             yield PartitionKey(self.grain, cursor, nxt)
             cursor = nxt
 
     def __len__(self) -> int:
         if self.grain is Grain.MONTH:
             return _month_index(self.end) - _month_index(self.start)
+        if self.grain is Grain.RANGE:
+            return (self.end - self.start) // _chunk(self.step)
         size = {Grain.HOUR: HOUR_SECONDS, Grain.DAY: DAY_SECONDS}.get(self.grain, 1)
         return (self.end - self.start) // size
 
     def first(self) -> PartitionKey:
-        return PartitionKey(self.grain, self.start, following(self.grain, self.start))
+        return PartitionKey(self.grain, self.start, following(self.grain, self.start, self.step))
 
     def label(self, keys: Sequence[str] = ()) -> str:
         if self.start >= self.end:
@@ -133,14 +154,19 @@ class PartitionRange:
         if self.grain is Grain.MONTH:
             last_start = _month_start(_month_index(self.end) - 1)
         else:
-            last_start = self.end - (following(self.grain, self.start) - self.start)
+            last_start = self.end - (following(self.grain, self.start, self.step) - self.start)
         last = PartitionKey(self.grain, last_start, self.end).label(keys)
         return first if first == last else f"{first}..{last}"
 
 
-def parse_partition(text: str, grain: Grain, keys: Sequence[str] = ()) -> PartitionKey:
-    """Parse one partition label in `grain`; raises UsageError with the expected form."""
+def parse_partition(
+    text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0
+) -> PartitionKey:
+    """Parse one partition label in `grain` (`step`: a key range's chunk size); raises
+    UsageError with the expected form."""
     text = text.strip()
+    if grain is Grain.RANGE:
+        return _parse_chunk(text, _chunk(step))
     if grain is Grain.KEY:
         if text not in keys:
             raise UsageError(f"unknown partition key {text!r}; declared keys: {', '.join(keys)}")
@@ -157,21 +183,45 @@ def parse_partition(text: str, grain: Grain, keys: Sequence[str] = ()) -> Partit
     return PartitionKey(grain, start, following(grain, start))
 
 
-def parse_range(text: str, grain: Grain, keys: Sequence[str] = ()) -> PartitionRange:
-    """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists."""
+def _parse_chunk(text: str, step: int) -> PartitionKey:
+    """A key range's chunk from its label, its first key: a multiple of the chunk size."""
+    if not re.fullmatch(r"-?\d{1,19}", text):
+        raise UsageError(
+            f"partition {text!r} is not a key (expected an integer such as {step * 2})"
+        )
+    start = int(text)
+    if start % step:
+        below = start - start % step
+        raise UsageError(
+            f"partition {text!r} is not the first key of a chunk of {step:,}: chunks start at "
+            f"multiples of {step} ({below}, {below + step})"
+        )
+    if not EVERYTHING[0] <= start <= EVERYTHING[1] - step:
+        raise UsageError(f"partition {text!r} is beyond the 64-bit keys")
+    return PartitionKey(Grain.RANGE, start, start + step)
+
+
+def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0) -> PartitionRange:
+    """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists
+    (a key range's `all` depends on its table's keys: ops resolve it before calling this)."""
     text = text.strip()
     if text == "all":
+        if grain is Grain.RANGE:
+            raise UsageError("range 'all' of a key-range model is for backfill; give START..END")
         if grain is not Grain.KEY:
-            raise UsageError("range 'all' is only for key-list models; give START..END")
+            raise UsageError(
+                "range 'all' is only for key-list models (and key-range backfills); give START..END"
+            )
         return PartitionRange(grain, 0, len(keys))
     if ".." in text:
         left, _, right = text.partition("..")
-        first, last = parse_partition(left, grain, keys), parse_partition(right, grain, keys)
+        first = parse_partition(left, grain, keys, step)
+        last = parse_partition(right, grain, keys, step)
     else:
-        first = last = parse_partition(text, grain, keys)
+        first = last = parse_partition(text, grain, keys, step)
     if last.start < first.start:
         raise UsageError(f"range {text!r} ends before it starts")
-    return PartitionRange(grain, first.start, last.end)
+    return PartitionRange(grain, first.start, last.end, step)
 
 
 @dataclass(frozen=True)
@@ -207,5 +257,5 @@ class IntervalSet:
     def __bool__(self) -> bool:
         return bool(self.intervals)
 
-    def ranges(self, grain: Grain) -> list[PartitionRange]:
-        return [PartitionRange(grain, start, end) for start, end in self.intervals]
+    def ranges(self, grain: Grain, step: int = 0) -> list[PartitionRange]:
+        return [PartitionRange(grain, start, end, step) for start, end in self.intervals]

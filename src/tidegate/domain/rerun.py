@@ -101,6 +101,8 @@ def _judge_one(facts: Facts, rules: Rules, too_many: bool, count: int) -> Judgme
         "overwrite": "overwrite replaces the partition whole, in one transaction",
         "merge": f"merge dedups by its unique key {', '.join(rules.unique_key)}",
         "append": f"append dedups by its unique key {', '.join(rules.unique_key)}",
+        "update": "update sets each row of the key range to its expression in one transaction, "
+        "audited in it, and changes only rows that differ",
     }[rules.write_mode]
     fixes = (
         ""

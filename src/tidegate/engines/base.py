@@ -112,6 +112,8 @@ def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[
     """Driver-bound values for a partition's placeholders ($start/$end, or $key)."""
     if partition.grain is Grain.KEY:
         return {"key": key_label}
+    if partition.grain is Grain.RANGE:
+        return {"start": partition.start, "end": partition.end}  # the keys themselves
     return window_bounds(partition.start, partition.end)
 
 

@@ -40,6 +40,9 @@ class DuckDBPublish(SqlEngine):
     def _publish_transaction(self, staging: str) -> contextlib.AbstractContextManager[None]:
         return self._transaction()
 
+    def _changed_rows(self, cursor: Any) -> int:
+        return int(cursor.fetchone()[0])
+
     def _hold_target(self, target: Target) -> None:
         """Nothing: the one writing process holds the whole file."""
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from tidegate.domain.errors import EngineError, UsageError
+from tidegate.domain.errors import ContentionError, EngineError, UsageError
 from tidegate.domain.model import Column
 from tidegate.engines.base import Capabilities, Target
 from tidegate.engines.postgres_connection import (
@@ -82,7 +82,15 @@ class PostgresEngine(PostgresPublish):
         except psycopg.errors.QueryCanceled as error:
             if self._interrupted:
                 raise KeyboardInterrupt from None
-            raise EngineError(f"postgres: {_first_line(error)}") from error
+            # the statement timeout (Ctrl-C is the other canceller)
+            raise ContentionError(f"postgres: {_first_line(error)}") from error
+        except (
+            psycopg.errors.LockNotAvailable,
+            psycopg.errors.DeadlockDetected,
+            psycopg.errors.SerializationFailure,
+        ) as error:
+            # lost to a concurrent transaction: rolled back, worth another try
+            raise ContentionError(f"postgres: {_first_line(error)}") from error
         except psycopg.Error as error:
             raise EngineError(f"postgres: {_first_line(error)}") from error
 

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import ContentionError, EngineError
 from tidegate.engines.sql_engine import SqlEngine
+from tidegate.sql import postgres as pg
 
 if TYPE_CHECKING:
     from tidegate.engines.postgres_connection import Warehouse
@@ -37,6 +38,9 @@ class PostgresPublish(SqlEngine):
         try:
             with self._con.transaction():
                 yield
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
+            # the commit lost to a concurrent transaction: nothing was written, try again
+            raise ContentionError(f"postgres: {str(error).strip().splitlines()[0]}") from error
         except psycopg.Error as error:
             # the commit itself failed (the statements raise EngineError): nothing was written
             raise EngineError(f"postgres: {str(error).strip().splitlines()[0]}") from error
@@ -46,6 +50,29 @@ class PostgresPublish(SqlEngine):
         with self._transaction():
             yield
             self._run(self._drop_statement(staging))
+
+    def _changed_rows(self, cursor: Any) -> int:
+        return int(cursor.rowcount)
+
+    def _plan_update(self, statement: str, params: Any) -> None:
+        # EXPLAIN plans without running: allowed in a read-only transaction
+        self._run(f"EXPLAIN {statement}", params).fetchall()
+
+    row_locks = True
+
+    def _limit_transaction(
+        self, lock_timeout: float | None, statement_timeout: float | None
+    ) -> None:
+        # whatever the server's or the role's default: under REPEATABLE READ the UPDATE would
+        # fail on a row the application changed meanwhile instead of computing it anew
+        self._run("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        # SET LOCAL: the bounds end with the transaction, the session keeps its own
+        for name, seconds in (
+            ("lock_timeout", lock_timeout),
+            ("statement_timeout", statement_timeout),
+        ):
+            if seconds is not None:
+                self._run(pg.set_local_setting(), [name, f"{max(1, round(seconds * 1000))}ms"])
 
     def _after_publish(self, staging: str) -> None:
         """Nothing: the staging table went inside the publish's transaction."""

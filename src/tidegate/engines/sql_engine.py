@@ -16,27 +16,20 @@ from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.model import Column, WriteMode
 from tidegate.engines.base import CommitMarker, Fence, Target
 from tidegate.engines.sql_queries import Params as Params
-from tidegate.engines.sql_queries import SqlQueries
+from tidegate.engines.sql_update import RangeUpdates
 from tidegate.sql import statements as sql
 from tidegate.sql import write_modes as write_sql
 
 
-class SqlEngine(SqlQueries):
-    """An engine that speaks SQL and publishes in one transaction of its warehouse."""
+class SqlEngine(RangeUpdates):
+    """An engine that speaks SQL and publishes in one transaction of its warehouse (and updates
+    tables in place: sql_update.py)."""
 
     # hooks ---------------------------------------------------------------------------------
-
-    @staticmethod
-    @abstractmethod
-    def _insert_markers() -> str: ...
 
     @abstractmethod
     def _ensure_target_schema(self, schema: str | None) -> None:
         """The schema a new published table goes in exists."""
-
-    @abstractmethod
-    def _transaction(self) -> AbstractContextManager[None]:
-        """One transaction: its statements commit together or not at all."""
 
     @abstractmethod
     def _publish_transaction(self, staging: str) -> AbstractContextManager[None]:

@@ -23,10 +23,12 @@ from tidegate.domain.model import ModelSpec, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
 from tidegate.domain.taint import TaintPolicy
+from tidegate.domain.throttle import AdaptiveThrottle, Adjustment
 from tidegate.engines.base import CommitMarker, Engine, Fence, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
+from tidegate.execution.update import Limits, measure, publish_update
 from tidegate.state.base import StateStore
 
 STOP_POLL_SECONDS = 0.5
@@ -60,6 +62,11 @@ class Options:
     # its partitions raised their fences, and none starts once the lease is no longer held
     fence: Fence | None = None
     lease_held: Callable[[], bool] = lambda: True
+    # an update model's transaction bounds and tries (flags over the model's declaration)
+    limits: Limits = field(default_factory=Limits)
+    # slows batch starts down while batches take longer than its bound (None: off)
+    adaptive: AdaptiveThrottle | None = None
+    on_throttle: Callable[[Adjustment], None] = lambda _: None
 
 
 @dataclass
@@ -133,6 +140,7 @@ class Executor:
         starts: list[float] = []
         inflight: dict[Future[tuple[int, Work]], Batch] = {}
         exhausted = False
+        adaptive = options.adaptive
 
         def check_stop_loss() -> None:
             report.progress = replace(
@@ -144,11 +152,17 @@ class Executor:
         while True:
             for future in [f for f in inflight if f.done()]:
                 slot, work = future.result()
+                settled = inflight.pop(future)
                 try:
-                    self._settle_batch(run_id, version, inflight.pop(future), work, report, options)
+                    self._settle_batch(run_id, version, settled, work, report, options)
                 finally:
                     # the slot's staging table is published or dropped: another unit may use it
                     slots.put(slot)
+                if adaptive is not None:
+                    latency = self.timer.monotonic() - settled.started
+                    adaptive, adjustment = adaptive.observe(settled.index, latency)
+                    if adjustment is not None:
+                        options.on_throttle(adjustment)
                 check_stop_loss()
             if report.trigger is None and not report.stopped and options.stop_requested():
                 report.stopped = True
@@ -165,7 +179,10 @@ class Executor:
                 check_stop_loss()
                 if report.trigger is not None:
                     continue
-            delay = next_start_delay(starts, self.timer.monotonic(), options.rate_per_minute)
+            now = self.timer.monotonic()
+            delay = next_start_delay(starts, now, options.rate_per_minute)
+            if adaptive is not None:
+                delay = max(delay, adaptive.delay(starts[-1] if starts else None, now))
             if delay > 0:
                 # wait in short slices: a stop request is seen within STOP_POLL_SECONDS
                 pause = min(delay, STOP_POLL_SECONDS)
@@ -184,6 +201,7 @@ class Executor:
             del starts[: -(options.rate_per_minute or 1)]
             options.on_batch(index, batch, starts[-1])
             intent = self._intend(run_id, version, index, batch)
+            intent.started = starts[-1]
             inflight[pool.submit(self._work, slots, handles, version, intent)] = intent
             # wall time and batches that failed before computing: checked before another batch
             # starts; the source-row budget is checked once a batch has read its inputs
@@ -260,7 +278,7 @@ class Executor:
                 )
             units = [
                 Unit(
-                    PartitionRange(spec.grain, run[0].start, run[-1].end),
+                    spec.span(run[0].start, run[-1].end),
                     tuple(run),
                     {p.start: intent.attempts[p.start] for p in run},
                     intent.index,
@@ -269,6 +287,10 @@ class Executor:
                 )
                 for run in _consecutive(ready)
             ]
+            if spec.update is not None:
+                for unit in units:
+                    self._staged(unit)  # an update stages nothing: its publish computes
+                return slot, Work(plan, [self._audited(measure(engine, spec, u)) for u in units])
             read_from = self._read_from(version)
             computed = [
                 self._audited(
@@ -440,7 +462,8 @@ class Executor:
         content = self._publish(run_id, version, unit, computed, report, options)
         if content is None:
             return
-        for p in unit.partitions:
+        published = [p for p in unit.partitions if p.start in content]
+        for p in published:
             checksum = content[p.start]
             report.published += 1
             report.rows += checksum.rows
@@ -455,7 +478,7 @@ class Executor:
                     str(checksum),
                 )
             )
-        report.progress = replace(report.progress, done=report.progress.done + len(unit.partitions))
+        report.progress = replace(report.progress, done=report.progress.done + len(published))
 
     def _publish(
         self,
@@ -469,7 +492,9 @@ class Executor:
         """Publish a unit in the warehouse, then in the ledger: what each partition holds
         afterwards (the staged rows for overwrite; for merge and append what the engine
         measured in the publish's transaction, which the markers carry and the ledger
-        records). None when the publish failed (its attempts failed, nothing written)."""
+        records). None when the publish failed (its attempts failed, nothing written); for an
+        update model, whose ranges publish one transaction each, the ranges published before
+        one failed (the failed ones settled)."""
         spec = version.spec
         attempts = unit.attempts
         published_at = stamp(self.clock)
@@ -487,6 +512,8 @@ class Executor:
             )
             for p in unit.partitions
         ]
+        if spec.update is not None:
+            return self._publish_update(spec, unit, markers, report, options)
         target = Target(
             spec.name,
             spec.columns,
@@ -529,6 +556,43 @@ class Executor:
         self.state.publish_many([attempts[p.start] for p in unit.partitions], published_at)
         crash_point("after_ledger")
         return content
+
+    def _publish_update(
+        self,
+        spec: ModelSpec,
+        unit: Unit,
+        markers: list[CommitMarker],
+        report: Report,
+        options: Options,
+    ) -> dict[int, Checksum] | None:
+        """An update model's publish: per range, the UPDATE, its audit and its marker in one
+        warehouse transaction, then the ledger (execution/update.py). What the published ranges
+        hold; the first refused range and those after it fail (nothing of them written). None
+        when no range was published."""
+        outcome = publish_update(
+            self.engine, self.state, self.timer, spec, markers, options.limits, options.lease_held
+        )
+        if outcome.refused is None:
+            return outcome.content
+        refused, first = outcome.refused, outcome.refused_start
+        failed = [p for p in unit.partitions if p.start not in outcome.content]
+        label = next(p.label(spec.keys) for p in failed if p.start == first)
+        self._fail(
+            spec,
+            failed,
+            {p.start: unit.attempts[p.start] for p in failed},
+            {
+                p.start: refused.reason
+                if p.start == first
+                else f"not published: {label} in the same batch failed"
+                for p in failed
+            },
+            report,
+            options,
+            check_failure=refused.check_failure,
+            mismatch=refused.mismatch,
+        )
+        return outcome.content or None
 
     def _republish_refusal(self, spec: ModelSpec, unit: Unit) -> dict[int, str] | None:
         """Why a unit must not publish, when its model appends without a unique key and one of
@@ -620,6 +684,8 @@ class Batch:
     inputs_read: threading.Event = field(default_factory=threading.Event)
     source_rows: int = 0
     counted: bool = False
+    # when the coordinator started it (the timer's clock): a batch's latency ends at its settle
+    started: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidegate.domain.partitions import IntervalSet, PartitionRange
+from tidegate.domain.partitions import IntervalSet
 from tidegate.notify.config import consumers_of, lineage_targets
 from tidegate.notify.outbox import DeliveryReport, deliver, enqueue, payloads
 from tidegate.notify.row import ConsumerRead
@@ -173,7 +173,7 @@ def labels(ctx: Context, model: str, windows: Windows) -> tuple[str, ...]:
     """Windows of a model as range labels (a year of days is one label)."""
     spec = ctx.project.model(model)
     merged = IntervalSet.of(list(windows)).intervals
-    return tuple(PartitionRange(spec.grain, start, end).label(spec.keys) for start, end in merged)
+    return tuple(spec.span(start, end).label(spec.keys) for start, end in merged)
 
 
 def _enqueue(ctx: Context, queue: _Queue) -> None:

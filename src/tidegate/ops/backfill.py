@@ -21,15 +21,19 @@ from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
-from tidegate.domain.partitions import IntervalSet, parse_range
+from tidegate.domain.partitions import IntervalSet
 from tidegate.domain.run import Run
+from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustment, parse_seconds
 from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
+from tidegate.execution.update import Limits, rows_outside_ranges
+from tidegate.ops import key_ranges
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.project import toml_errors
+from tidegate.state.base import Event
 
 KIND = "backfill"
 # `backfill stop`, a pause or a rollback from another process is read from the ledger at most this
@@ -51,6 +55,10 @@ class Request:
     plan_file: str | None = None
     plan_text: str | None = None
     force_paused: bool = False  # --force: backfill a paused model anyway
+    # durations such as "2s": an update's transaction bounds, the adaptive throttle's bound
+    lock_timeout: str | None = None
+    statement_timeout: str | None = None
+    max_batch_latency: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,21 @@ def active_version(
 def make_plan(ctx: Context, request: Request) -> BackfillPlan:
     version = active_version(ctx, request.model, request.force_paused)
     spec = version.spec
-    chosen = parse_range(request.partitions, spec.grain, spec.keys)
+    limits = [
+        None if text is None else parse_seconds(text, flag)
+        for text, flag in (
+            (request.lock_timeout, "--lock-timeout"),
+            (request.statement_timeout, "--statement-timeout"),
+            (request.max_batch_latency, "--max-batch-latency"),
+        )
+    ]
+    if spec.update is None and (limits[0] is not None or limits[1] is not None):
+        raise UsageError("--lock-timeout and --statement-timeout are for update models")
+    chosen = (
+        key_ranges.resolve(ctx, spec, request.partitions)
+        if spec.update is not None
+        else spec.parse_range(request.partitions)
+    )
     first = spec.first_partition()
     if first is not None and chosen.start < first.start:
         raise UsageError(f"{spec.name} starts at {spec.start}; {request.partitions} is before it")
@@ -109,7 +131,12 @@ def make_plan(ctx: Context, request: Request) -> BackfillPlan:
         rate_per_minute=parse_rate(request.rate),
         stop_loss=request.stop_loss,
         stale_only=request.stale_only,
-        requested=request.partitions,
+        # an update model's `all` as resolved from its table now: resume keeps it
+        requested=chosen.label() if spec.update is not None else request.partitions,
+        chunk_size=spec.chunk_size,
+        lock_timeout=limits[0],
+        statement_timeout=limits[1],
+        max_batch_latency=limits[2],
     )
 
 
@@ -120,6 +147,7 @@ def start(
     on_outcome: Callable[[Outcome], None],
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
+    on_throttle: Callable[[Adjustment], None] = lambda _: None,
 ) -> Result:
     plan = make_plan(ctx, request)
     refuse_empty(plan, request)
@@ -151,6 +179,7 @@ def start(
             stop_flag,
             on_outcome,
             timer,
+            on_throttle,
             request.force_paused,
         )
 
@@ -175,6 +204,7 @@ def resume(
     on_outcome: Callable[[Outcome], None],
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
+    on_throttle: Callable[[Adjustment], None] = lambda _: None,
 ) -> Result:
     run_of(ctx, run_id)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
@@ -186,7 +216,7 @@ def resume(
         done = IntervalSet.of(ctx.state.run_checkpoints(run_id, plan.model))
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
-        return _execute(ctx, session, run_id, plan, done, stop_flag, on_outcome, timer)
+        return _execute(ctx, session, run_id, plan, done, stop_flag, on_outcome, timer, on_throttle)
 
 
 def _execute(
@@ -198,6 +228,7 @@ def _execute(
     stop_flag: threading.Event,
     on_outcome: Callable[[Outcome], None],
     timer: Timer | None,
+    on_throttle: Callable[[Adjustment], None],
     force_paused: bool = False,
 ) -> Result:
     version = ctx.state.get_version(plan.version_id)
@@ -209,12 +240,22 @@ def _execute(
         timer,
         LEDGER_POLL_SECONDS,
     )
+
+    def throttled(adjustment: Adjustment) -> None:
+        record_adjustment(ctx, run_id, plan.model, adjustment)
+        on_throttle(adjustment)
+
     options = Options(
         max_concurrency=plan.max_concurrency,
         rate_per_minute=plan.rate_per_minute,
         stop_loss=plan.stop_loss,
         stop_requested=lambda: stop_flag.is_set() or held(),
         on_outcome=on_outcome,
+        limits=Limits(plan.lock_timeout, plan.statement_timeout),
+        adaptive=None
+        if plan.max_batch_latency is None
+        else AdaptiveThrottle(plan.max_batch_latency, plan.rate_per_minute),
+        on_throttle=throttled,
     )
     # `resume` continues a run cut short from its checkpoints
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
@@ -222,6 +263,11 @@ def _execute(
             run_id, version, enumerate(plan.batches(skip=done)), options
         )
     status, reason = verdict(report)
+    if status is RunStatus.SUCCEEDED and version.spec.update is not None:
+        # every range published; rows in no range (a NULL key) were not updated
+        outside = rows_outside_ranges(session.engine, version.spec)
+        if outside is not None:
+            status, reason = RunStatus.FAILED, outside
     trigger = None if report.trigger is None else trigger_text(report.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
     notes = announce(
@@ -237,6 +283,27 @@ def _execute(
         ],
     )
     return Result(run_id, plan, status, report, reason, tuple(notes))
+
+
+def record_adjustment(ctx: Context, run_id: str, model: str, adjustment: Adjustment) -> None:
+    """Record a change of the adaptive throttle with the run: users see why it slowed down."""
+    ctx.state.record_event(
+        Event(
+            kind=THROTTLE_EVENT,
+            actor=ctx.actor,
+            at=stamp(ctx.clock),
+            model=model,
+            run_id=run_id,
+            reason=adjustment.reason,
+            detail={
+                "batch": adjustment.batch,
+                "latency_seconds": round(adjustment.latency_seconds, 3),
+                "bound_seconds": adjustment.bound_seconds,
+                "rate_before": adjustment.rate_before,
+                "rate_after": adjustment.rate_after,
+            },
+        )
+    )
 
 
 def held_back(ctx: Context, plan: BackfillPlan, force_paused: bool = False) -> str | None:
@@ -343,6 +410,9 @@ def request_from(values: dict[str, Any], plan_file: str | None, plan_text: str |
         "stale_only",
         "halt_on_check_failure",
         "halt_on_reconciliation_mismatch",
+        "lock_timeout",
+        "statement_timeout",
+        "max_batch_latency",
     }
     unknown = sorted(set(values) - known)
     if unknown:
@@ -370,6 +440,9 @@ def request_from(values: dict[str, Any], plan_file: str | None, plan_text: str |
                 ),
             ),
             stale_only=bool(values.get("stale_only", False)),
+            lock_timeout=values.get("lock_timeout"),
+            statement_timeout=values.get("statement_timeout"),
+            max_batch_latency=values.get("max_batch_latency"),
             plan_file=plan_file,
             plan_text=plan_text,
         )
@@ -392,9 +465,9 @@ def _published_once(ctx: Context, spec: ModelSpec, start: int, end: int) -> Inte
 def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
     """What a backfill would do, without writing anything (the warehouse is opened read-only)."""
     spec = ctx.project.model(plan.model)
-    requested = parse_range(plan.requested, spec.grain, spec.keys)
+    requested = spec.parse_range(plan.requested)
     refused = _published_once(ctx, spec, requested.start, requested.end)
-    ranges = IntervalSet(plan.selection).ranges(plan.grain)
+    ranges = plan.ranges()
     batches = plan.batches()
     shown = [next(batches, None) for _ in range(10)]
     source_rows: dict[str, int] = {}
@@ -414,6 +487,19 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
             engine.close()
     per_partition = ctx.state.mean_publish_seconds(plan.model)
     batch_count = _batch_count(plan)
+    estimate = (
+        None if per_partition is None else per_partition * plan.partitions / plan.max_concurrency
+    )
+    if plan.rate_per_minute is not None:
+        # the throttle alone takes this long: a batch starts at most rate times a minute
+        paced = (batch_count - 1) * 60 / plan.rate_per_minute
+        estimate = max(estimate or 0.0, paced)
+    # an update model's table: its rows per chunk, counted (the source rows of the others)
+    update = (
+        None
+        if spec.update is None
+        else key_ranges.chunk_rows(ctx, spec, IntervalSet(plan.selection))
+    )
     return {
         "partitions": plan.partitions,
         "batches": batch_count,
@@ -423,14 +509,11 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         "downstream": downstream_of(
             {n: m.upstream for n, m in ctx.project.models.items()}, plan.model
         ),
-        "refused": [r.label(spec.keys) for r in refused.ranges(plan.grain)],
-        "estimated_seconds": None
-        if per_partition is None
-        else round(per_partition * plan.partitions / plan.max_concurrency, 1),
+        "refused": [r.label(spec.keys) for r in refused.ranges(plan.grain, plan.chunk_size)],
+        "estimated_seconds": None if estimate is None else round(estimate, 1),
+        "update": update,
     }
 
 
 def _batch_count(plan: BackfillPlan) -> int:
-    return sum(
-        -(-len(r) // plan.batch_size) for r in IntervalSet(plan.selection).ranges(plan.grain)
-    )
+    return sum(-(-len(r) // plan.batch_size) for r in plan.ranges())

@@ -112,6 +112,11 @@ def diff(
     left_version = resolve(ctx, model, left_ref)
     right_version = resolve(ctx, model, right_ref)
     lspec, rspec = left_version.spec, right_version.spec
+    if rspec.update is not None or lspec.update is not None:
+        raise UsageError(
+            f"{model} is an update model: its versions write one table in place, so there "
+            "are no two outputs to compare"
+        )
     if lspec.grain is not rspec.grain:
         raise UsageError(
             f"{model}: v{left_version.seq} has {lspec.grain.value} partitions and "
@@ -138,7 +143,9 @@ def diff(
 def _side(ctx: Context, engine: Engine, version: Version, lo: int, hi: int) -> Side:
     spec = version.spec
     intervals = IntervalSet.of(ctx.state.published_intervals(spec.name, lo, hi, version.version_id))
-    starts = frozenset(key.start for r in intervals.ranges(spec.grain) for key in r)
+    starts = frozenset(
+        key.start for r in intervals.ranges(spec.grain, spec.chunk_size) for key in r
+    )
     published = Relation(spec.name, None, spec.partition_column, spec.grain.value, spec.keys)
     present: set[str] | None = None
     if starts:

@@ -80,6 +80,11 @@ def start(
     timer: Timer,
 ) -> backfill.Result:
     """Queue a backfill's batches for workers and watch it to its end."""
+    if ctx.project.model(request.model).update is not None:
+        raise UsageError(
+            f"{request.model} is an update model: --distributed does not run those yet; "
+            "backfill it from one process"
+        )
     if not shares_writes(ctx.project):
         raise UsageError(SHARED_HINT)
     plan = backfill.make_plan(ctx, request)
@@ -159,7 +164,7 @@ def _while_held(ctx: Context, plan: BackfillPlan, timer: Timer, queue: Callable[
             queue()
             return
         except HeldError as held:
-            where = IntervalSet.of([(held.start, held.end)]).ranges(plan.grain)[0]
+            where = IntervalSet.of([(held.start, held.end)]).ranges(plan.grain, plan.chunk_size)[0]
             message = (
                 f"partitions {where.label(spec.keys)} of {plan.model} are held by distributed "
                 f"backfill {held.run_id}"
@@ -376,7 +381,7 @@ def _run_batch(
         state.release_batch(lease)
         tell(WorkerEvent("released", lease.run_id, lease.batch, lease.token, held))
         return False
-    window = PartitionRange(plan.grain, lease.start, lease.end)
+    window = PartitionRange(plan.grain, lease.start, lease.end, plan.chunk_size)
     fence = Fence(tuple(f"{lease.model}/{p.start}" for p in window), lease.token)
     lost = threading.Event()
 
@@ -394,7 +399,11 @@ def _run_batch(
                 engine, state, clock, state.live_attempts_of_batch(lease.run_id, lease.batch)
             )
             done = IntervalSet.of(state.run_checkpoints(lease.run_id, lease.model))
-            todo = IntervalSet.of([(lease.start, lease.end)]).minus(done).ranges(plan.grain)
+            todo = (
+                IntervalSet.of([(lease.start, lease.end)])
+                .minus(done)
+                .ranges(plan.grain, plan.chunk_size)
+            )
             report = executor.execute(
                 lease.run_id,
                 version,
@@ -463,7 +472,7 @@ def _judge(
     done = ctx.state.run_tally(run.run_id).done.plus(batch).minus(since)
     progress = done.progress((ctx.clock.now() - datetime.fromisoformat(began)).total_seconds())
     spec = ctx.project.model(plan.model)
-    label = PartitionRange(plan.grain, lease.start, lease.end).label(spec.keys)
+    label = PartitionRange(plan.grain, lease.start, lease.end, plan.chunk_size).label(spec.keys)
     trigger = fired(plan.stop_loss, progress, label.split("..")[-1])
     if trigger is None:
         return None

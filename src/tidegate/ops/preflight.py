@@ -8,6 +8,7 @@ from tidegate.domain.model import Column, Version
 from tidegate.engines.base import bound_values
 from tidegate.engines.factory import open_engine, warehouse_problems
 from tidegate.execution.audit import contract_problems
+from tidegate.execution.update import table_problems
 from tidegate.ops.context import Context
 
 
@@ -28,6 +29,8 @@ def preflight(ctx: Context, version: Version) -> list[str]:
                 problems.append(f"source {name}: table {source.table} does not exist")
             elif source.time_column not in {c.name for c in found}:
                 problems.append(f"source {name}: no time column {source.time_column}")
+        if spec.update is not None:
+            problems += table_problems(engine, spec)
         unready = [m for m in spec.upstream if engine.table_columns(m) is None]
         first = spec.first_partition()
         # a program's columns are known once it runs: the audit checks them

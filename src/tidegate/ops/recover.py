@@ -22,7 +22,7 @@ from tidegate.domain.clock import Polled, SystemTimer, Timer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import new_run_id
-from tidegate.domain.partitions import IntervalSet, parse_range
+from tidegate.domain.partitions import IntervalSet
 from tidegate.domain.recover import RecoverPlan, Recovery, Step, plan_recovery
 from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome, Report
@@ -74,8 +74,10 @@ def make_recovery(ctx: Context, request: Request) -> Recovery:
     model = request.model
     version = active_version(ctx, model, command=KIND)
     spec = version.spec
+    if spec.update is not None:
+        raise UsageError(f"{model} is an update model: a backfill of the range recomputes it")
     if request.partitions is not None:
-        chosen = parse_range(request.partitions, spec.grain, spec.keys)
+        chosen = spec.parse_range(request.partitions)
         origin = ctx.state.open_taints(model, chosen.start, chosen.end)
     else:
         origin = ctx.state.open_taints(model)

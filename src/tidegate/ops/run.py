@@ -10,7 +10,7 @@ from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import Version
-from tidegate.domain.partitions import EVERYTHING, PartitionRange, parse_range
+from tidegate.domain.partitions import EVERYTHING, PartitionRange
 from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.reconcile import Reconciliation
@@ -61,7 +61,7 @@ def _plan(
             notes.append(f"{name}: paused, run anyway (--force)")
         spec = version.spec
         if partition is not None:
-            chosen = parse_range(partition, spec.grain, spec.keys)
+            chosen = spec.parse_range(partition)
             first = spec.first_partition()
             if first is not None and chosen.start < first.start:
                 raise UsageError(f"{name} starts at {spec.start}; {partition} is before it")
@@ -117,7 +117,9 @@ def run(
             for version, chosen in plan:
                 # one partition per batch: a scheduler tick is small, and each partition its own
                 # unit of publish
-                batches = enumerate(PartitionRange(chosen.grain, k.start, k.end) for k in chosen)
+                batches = enumerate(
+                    PartitionRange(chosen.grain, k.start, k.end, chosen.step) for k in chosen
+                )
                 executor.execute(run_id, version, batches, Options(on_outcome=outcomes.append))
         bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED

@@ -26,6 +26,8 @@ def due_partitions(ctx: Context, version: Version) -> PartitionRange:
     published (idempotent: nothing when it is up to date)."""
     spec = version.spec
     now = to_epoch(ctx.clock.now())
+    if not spec.grain.is_time:
+        return spec.due(now, None, CATCH_UP)  # run on request only: nothing is due
     # only what was published among the partitions due by now: one written ahead of time (an
     # explicit run of a future day) must not hide the ones before it
     due_end = floor(spec.grain, last_fire(spec.schedule, now))
@@ -46,7 +48,7 @@ def next_due(ctx: Context, version: Version) -> NextDue | None:
     """The partition the next tick writes with `version`: the oldest one due now, or else the
     one that becomes due next."""
     spec = version.spec
-    if spec.keys:
+    if not spec.grain.is_time:
         return None
     due = due_partitions(ctx, version)
     # nothing due: the partition after the newest one that was

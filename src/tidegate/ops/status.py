@@ -17,13 +17,12 @@ from tidegate.domain.model import ModelSpec, Version
 from tidegate.domain.partitions import (
     Grain,
     PartitionKey,
-    PartitionRange,
     following,
-    parse_partition,
     to_utc,
 )
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import PublishedPartition
+from tidegate.domain.throttle import THROTTLE_EVENT
 from tidegate.ops.context import Context
 from tidegate.ops.schedule import next_due
 from tidegate.state.base import Event, ModelState
@@ -53,7 +52,7 @@ def _label(spec: ModelSpec, start: int, end: int) -> str:
 
 
 def _range_label(spec: ModelSpec, start: int, end: int) -> str:
-    return PartitionRange(spec.grain, start, end).label(spec.keys)
+    return spec.span(start, end).label(spec.keys)
 
 
 def _partition_state(row: PublishedPartition, active: str | None) -> str:
@@ -156,7 +155,7 @@ def _next_partition(
 
 def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
     spec, active = _spec(ctx, model)
-    key = parse_partition(label, spec.grain, spec.keys)
+    key = spec.parse_partition(label)
     row = ctx.state.partition(model, key.start)
     if row is None:
         raise UsageError(f"{model} partition {label} has never been written")
@@ -222,7 +221,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
 
 def _via_label(ctx: Context, model: str, start: int) -> str:
     spec = _spec(ctx, model)[0]
-    return _label(spec, start, following(spec.grain, start))
+    return _label(spec, start, following(spec.grain, start, spec.chunk_size))
 
 
 def _input_range(ctx: Context, upstream: str, kind: str, start: int, end: int) -> str:
@@ -289,6 +288,12 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
         "plan": json.loads(found.plan) if found.plan else None,
         "plan_hash": found.plan_hash,
         "attempts": attempts,
+        "throttle": [
+            {"at": e.at, "reason": e.reason, **(e.detail or {})}
+            for model in found.models
+            for e in ctx.state.events(model)
+            if e.kind == THROTTLE_EVENT and e.run_id == run_id
+        ],
     }
 
 

@@ -15,7 +15,7 @@ from tidegate.domain.clock import stamp
 from tidegate.domain.errors import UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import new_taint_id
-from tidegate.domain.partitions import PartitionRange, parse_range
+from tidegate.domain.partitions import PartitionRange
 from tidegate.domain.taint import Mark, Taint, ranges_by_model
 from tidegate.execution.executor import Outcome
 from tidegate.ops.announce import describe, flush, labels, notices, notified
@@ -38,9 +38,14 @@ def taint(ctx: Context, model: str, partitions: str, reason: str) -> Tainted:
     """Mark the published partitions of `model` in `partitions` and, through lineage, every
     downstream partition that read them; tell each affected consumer its partitions."""
     spec = ctx.project.model(model)
+    if spec.update is not None:
+        raise UsageError(
+            f"{model} is an update model: its table is written by the application too, so "
+            "tidegate cannot tell its rows apart; fix them with a backfill of the range"
+        )
     if not reason.strip():
         raise UsageError("--reason must say why the partitions are contaminated")
-    chosen = parse_range(partitions, spec.grain, spec.keys)
+    chosen = spec.parse_range(partitions)
     upstream = {name: ctx.project.model(name).upstream for name in ctx.project.order}
     order = downstream_of(upstream, model)
     declared = Taint(
@@ -87,7 +92,7 @@ def ack(ctx: Context, consumer: str, model: str, partitions: str) -> PartitionRa
         raise UsageError(
             f"{consumer!r} is not a registered consumer of {model} (registered: {known})"
         )
-    chosen = parse_range(partitions, spec.grain, spec.keys)
+    chosen = spec.parse_range(partitions)
     ctx.state.record_reads(consumer, model, [(chosen.start, chosen.end)], stamp(ctx.clock))
     return chosen
 

@@ -16,7 +16,7 @@ from tidegate.domain.errors import UsageError
 from tidegate.domain.gate import Gate, inputs_digest, is_flaky, sample
 from tidegate.domain.ids import new_gate_id
 from tidegate.domain.model import ModelSpec, Version
-from tidegate.domain.partitions import PartitionKey, PartitionRange, floor, parse_range, to_epoch
+from tidegate.domain.partitions import PartitionKey, floor, to_epoch
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.engines.base import Engine, Target
 from tidegate.execution.executor import reading_of
@@ -67,6 +67,11 @@ def validate(
 ) -> Gate:
     version = resolve(ctx, model, ref)
     spec = version.spec
+    if spec.update is not None:
+        raise UsageError(
+            f"{model} is an update model: it writes its table in place, with no shadow table "
+            "to validate into; its audit runs in each range's transaction"
+        )
     if sample_size is not None and sample_size < 1:
         raise UsageError("--sample must be at least 1")
     chosen = _choose(ctx, spec, partitions, sample_size or DEFAULT_SAMPLE, seed)
@@ -127,7 +132,7 @@ def _choose(
     the new version's output is compared with), or of every complete partition while there are
     none."""
     if partitions is not None:
-        chosen = parse_range(partitions, spec.grain, spec.keys)
+        chosen = spec.parse_range(partitions)
         first = spec.first_partition()
         if first is not None and chosen.start < first.start:
             raise UsageError(f"{spec.name} starts at {spec.start}; {partitions} is before it")
@@ -140,7 +145,7 @@ def _choose(
         else []
     )
     candidates = (
-        [k.start for s, e in published for k in PartitionRange(spec.grain, s, e)]
+        [k.start for s, e in published for k in spec.span(s, e)]
         if published
         else [k.start for k in complete]
     )
@@ -159,7 +164,7 @@ def shadow_run(
     spec = version.spec
     label = partition.label(spec.keys)
     engine, sources = session.engine, session.project.sources
-    window = PartitionRange(spec.grain, partition.start, partition.end)
+    window = spec.span(partition.start, partition.end)
     plan = read_inputs(
         engine, session.state, spec, sources, session.active_spec, window, [partition]
     )

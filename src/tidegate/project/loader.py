@@ -33,9 +33,10 @@ from tidegate.project.config import (
     read_project_file,
     sources_of,
 )
-from tidegate.project.model_file import ModelFile, ProgramHeader, read_model_file
+from tidegate.project.model_file import ModelFile, ProgramHeader, UpdateHeader, read_model_file
 from tidegate.project.python_model import read_python_model
 from tidegate.project.toml_model import read_toml_model
+from tidegate.project.update_model import update_spec
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
@@ -48,7 +49,13 @@ from tidegate.sql.model_sql import (
     referenced_tables,
     table_line,
 )
-from tidegate.sql.statements import is_time_type, query_check_problem
+from tidegate.sql.postgres import STAGING_SCHEMA
+from tidegate.sql.statements import (
+    META_SCHEMA,
+    SHADOW_SCHEMA,
+    is_time_type,
+    query_check_problem,
+)
 
 MODELS_DIR = "models"
 MODEL_SUFFIXES = (".sql", ".py", ".toml")
@@ -90,6 +97,7 @@ def load_project(root: Path) -> Project:
         model_file, program = _read(root, file)
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
+    _check_updates(settings, models, model_files)
     for consumer in settings.consumers:
         if consumer.model not in models:
             text = (root / PROJECT_FILE).read_text()
@@ -110,6 +118,56 @@ def load_project(root: Path) -> Project:
         )
         raise ConfigError(model_file.path, str(error), line) from None
     return Project(root, settings, sources, models, tuple(order))
+
+
+def _check_updates(
+    settings: ProjectFile, models: dict[str, ModelSpec], model_files: dict[str, ModelFile]
+) -> None:
+    """An update model writes a table nobody else publishes, and nobody reads it as a model.
+
+    Its `table` may not be a model's table (a published partition rewritten in place would
+    bypass the gates, and its markers and checksums would no longer describe it) nor sit in a
+    schema of tidegate's own; a model reading an update model reads its table as a source."""
+    own = {META_SCHEMA, SHADOW_SCHEMA, STAGING_SCHEMA}
+    if settings.state.url is not None:
+        own.add(settings.state.db_schema)
+    schema = settings.warehouse.db_schema if settings.warehouse.engine == "postgres" else None
+    for name, spec in models.items():
+        if spec.update is None:
+            continue
+        model = model_files[name]
+        target = spec.update.table
+        if target in models:
+            raise ConfigError(
+                model.path,
+                f"table: {target!r} is the table of model {target}, which tidegate publishes; "
+                "an update model fills columns of a table the application owns",
+                model.header_line("table"),
+            )
+        if schema in own:
+            raise ConfigError(
+                model.path,
+                f"table: the warehouse schema {schema} holds tidegate's own tables; an update "
+                "model fills columns of a table the application owns",
+                model.header_line("table"),
+            )
+    for name, spec in models.items():
+        for upstream in spec.upstream:
+            update = models[upstream].update
+            if update is None:
+                continue
+            model = model_files[name]
+            line = (
+                model.header_line("upstream")
+                if isinstance(model.header, ProgramHeader)
+                else _table_line(model, upstream, parse_query(model.sql))
+            )
+            raise ConfigError(
+                model.path,
+                f"reads {upstream!r}, an update model, which publishes no table of its own: "
+                f"read the table {update.table!r} as a source",
+                line,
+            )
 
 
 def model_files_of(root: Path) -> list[Path]:
@@ -218,6 +276,12 @@ def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
         if len(set(header.keys)) != len(header.keys):
             raise ConfigError(model.path, "keys: repeated key", model.header_line("keys"))
         return header.key_column, tuple(header.keys)
+    if header.grain is Grain.RANGE:
+        raise ConfigError(
+            model.path,
+            'grain: key ranges are for update models (write_mode = "update") for now',
+            model.header_line("grain"),
+        )
     if not header.time_column:
         raise ConfigError(
             model.path,
@@ -370,7 +434,16 @@ def _build_spec(
     program: Program | None,
 ) -> ModelSpec:
     _check_name(name, model.path, sources)
+    if isinstance(model.header, UpdateHeader):
+        return update_spec(model, name)
     header = model.header
+    if header.write_mode == WriteMode.UPDATE.value:
+        raise ConfigError(
+            model.path,
+            "write_mode: update fills columns of an existing table: declare it in a TOML "
+            'model file with table, grain = "range", key_column, chunk_size and [set]',
+            model.header_line("write_mode"),
+        )
     columns = _columns(model)
     column_names = {c.name for c in columns}
     partition_column, keys = _partitioning(model)

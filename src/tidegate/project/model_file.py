@@ -115,7 +115,8 @@ class Declaration(_Strict):
     key_column: str | None = None
     keys: list[str] = []
     start: str | None = None
-    write_mode: Literal["overwrite", "merge", "append"] = "overwrite"
+    # "update" is for update models (UpdateHeader): the loader says so to an SQL model
+    write_mode: Literal["overwrite", "merge", "append", "update"] = "overwrite"
     unique_key: list[str] = []
     schedule: str | None = None
     columns: dict[str, str] = Field(min_length=1)
@@ -160,6 +161,19 @@ class DbtHeader(ProgramHeader):
     dbt_project: str = Field(min_length=1)
     dbt_model: str = Field(min_length=1)
     timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class UpdateHeader(Declaration):
+    """An update model: columns of an existing table set, one key range per transaction, to
+    SQL expressions over the row's own columns (`[set]`)."""
+
+    table: str = Field(min_length=1)
+    chunk_size: int = Field(gt=0)
+    assignments: dict[str, str] = Field(alias="set", min_length=1)
+    # what the table holds: no contract to declare
+    columns: dict[str, str] = {}
+    lock_timeout: str | None = None
+    statement_timeout: str | None = None
 
 
 Header = TypeVar("Header", bound=Declaration)

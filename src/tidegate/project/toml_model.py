@@ -1,5 +1,5 @@
-"""Models declared in a TOML file, `models/NAME.toml`: a command model, or a dbt model
-(`kind = "dbt"`)."""
+"""Models declared in a TOML file, `models/NAME.toml`: a command model, a dbt model
+(`kind = "dbt"`), or an update model (`write_mode = "update"`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from tidegate.project import toml_errors
 from tidegate.project.command_model import command_model
 from tidegate.project.dbt_model import dbt_model
 from tidegate.project.model_file import ModelFile
+from tidegate.project.update_model import update_model
 
 
-def read_toml_model(root: Path, file: Path) -> tuple[ModelFile, Program]:
+def read_toml_model(root: Path, file: Path) -> tuple[ModelFile, Program | None]:
     path = file.relative_to(root).as_posix()
     text = file.read_text()
     try:
@@ -23,6 +24,8 @@ def read_toml_model(root: Path, file: Path) -> tuple[ModelFile, Program]:
         raise ConfigError(
             path, toml_errors.decode_message(error), toml_errors.decode_line(error)
         ) from None
+    if data.get("write_mode") == "update":
+        return update_model(path, text, data), None
     if data.get("kind") == "dbt":
         return dbt_model(root, path, text, data)
     return command_model(root, path, text, data)

@@ -33,6 +33,7 @@ class Calendar:
     grain: Grain
     first: int
     n: int
+    step: int = 0  # a key range's chunk size
 
     def ordinal(self, start: int) -> int:
         """The cell of the partition starting at `start` (rounded down into the grain)."""
@@ -42,22 +43,26 @@ class Calendar:
             return (start - self.first) // HOUR_SECONDS
         if self.grain is Grain.MONTH:
             return _month(start) - _month(self.first)
+        if self.grain is Grain.RANGE:
+            return (start - self.first) // self.step
         return start - self.first
 
 
-def calendar(grain: Grain, expected: tuple[int, int] | None, known: Sequence[CellRow]) -> Calendar:
+def calendar(
+    grain: Grain, expected: tuple[int, int] | None, known: Sequence[CellRow], step: int = 0
+) -> Calendar:
     """The cells to draw: the `expected` partitions [start, end) — those due by now — and every
     partition the ledger knows, whichever reaches further either way."""
     bounds = [b for b in (expected,) if b is not None and b[0] < b[1]]
     if known:
         bounds.append((known[0].start, known[-1].end))
     if not bounds:
-        return Calendar(grain, 0, 0)
+        return Calendar(grain, 0, 0, step)
     first = min(b[0] for b in bounds)
     end = max(b[1] for b in bounds)
-    probe = Calendar(grain, first, 0)
+    probe = Calendar(grain, first, 0, step)
     # `end` is exclusive: the cell count is the ordinal of the partition starting there
-    return Calendar(grain, first, max(probe.ordinal(end), 0))
+    return Calendar(grain, first, max(probe.ordinal(end), 0), step)
 
 
 @dataclass

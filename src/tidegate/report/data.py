@@ -19,7 +19,6 @@ from tidegate.domain.partitions import (
     Grain,
     IntervalSet,
     PartitionKey,
-    PartitionRange,
     floor,
     to_epoch,
 )
@@ -132,6 +131,8 @@ def expected(spec: ModelSpec, now: datetime) -> tuple[int, int] | None:
     fired for — or every declared key; None when the model declares no start."""
     if spec.grain is Grain.KEY:
         return (0, len(spec.keys))
+    if spec.grain is Grain.RANGE:
+        return None  # run on request: the chunks the ledger knows are drawn
     end = floor(spec.grain, last_fire(spec.schedule, to_epoch(now)))
     due = spec.all_partitions_until(end)
     return (due.start, due.end) if spec.first_partition() else None
@@ -147,7 +148,7 @@ def _model(
     for version in state.versions(name):
         refs.add_version(version, active_id)
     rows = state.partition_cells(name, active_id)
-    cal = grid.calendar(spec.grain, expected(spec, now), rows)
+    cal = grid.calendar(spec.grain, expected(spec, now), rows, spec.chunk_size)
     cells = grid.paint(cal, rows, refs.version_index)
     taints = state.open_taints(name)
     grid.taint(cells, cal, IntervalSet.of([(t.mark.start, t.mark.end) for t in taints]).intervals)
@@ -157,6 +158,7 @@ def _model(
         "name": name,
         "grain": spec.grain.value,
         "keys": list(spec.keys),
+        "chunk_size": spec.chunk_size,
         "first": cal.first,
         "n": cal.n,
         "active": refs.version_index.get(active_id or "", -1),
@@ -214,7 +216,7 @@ def _taints(
                 "reason": marks[0].reason,
                 "depth": min(m.mark.depth for m in marks),
                 "partitions": len(marks),
-                "ranges": [PartitionRange(spec.grain, s, e).label(spec.keys) for s, e in spans],
+                "ranges": [spec.span(s, e).label(spec.keys) for s, e in spans],
                 "cells": [[cal.ordinal(s), cal.ordinal(e)] for s, e in spans],
                 "marked_at": min(m.marked_at for m in marks),
             }

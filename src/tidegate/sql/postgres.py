@@ -265,6 +265,18 @@ def set_setting() -> str:
     )
 
 
+def set_local_setting() -> str:
+    """Set a setting for the rest of the transaction only (SET LOCAL; name, value)."""
+    return render(
+        exp.select(
+            exp.Anonymous(
+                this="set_config",
+                expressions=[exp.Placeholder(), exp.Placeholder(), exp.true()],
+            )
+        )
+    )
+
+
 def search_path(schema: str) -> str:
     """The value of search_path that makes unqualified names read `schema` (and only it)."""
     return ident(schema).sql(dialect=POSTGRES_DIALECT)

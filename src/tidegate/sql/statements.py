@@ -287,6 +287,12 @@ def _measure(check: CheckSpec) -> exp.Expr:
     return count if where is None else exp.Filter(this=count, expression=exp.Where(this=where))
 
 
+def check_violations(check: CheckSpec) -> exp.Expr:
+    """The aggregate counting a row-wise check's violating rows (not_null, accepted_values,
+    expression) over a group of rows."""
+    return _measure(check)
+
+
 def _all_set(keys: Sequence[exp.Expr]) -> exp.Expr:
     return exp.and_(*[exp.not_(exp.Is(this=k.copy(), expression=exp.Null())) for k in keys])
 

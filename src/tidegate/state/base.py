@@ -244,6 +244,12 @@ class StateStore(Protocol):
 
     def record_checks(self, attempt_id: str, results: Sequence[CheckResult]) -> None: ...
 
+    def record_reconciliations(
+        self, attempt_id: str, results: Sequence[ReconciliationResult]
+    ) -> None:
+        """Record reconciliation results of an attempt in any state (an update's, measured in
+        its publish's transaction). Idempotent: a result of the same name is replaced."""
+
     def record_command(self, attempt_ids: Sequence[str], record: CommandRecord) -> None:
         """Record (or update) the job a command model ran for these attempts."""
 

@@ -17,6 +17,7 @@ from tidegate.domain.model import (
     Program,
     Reconciliation,
     Severity,
+    UpdateSpec,
     Version,
     WriteMode,
 )
@@ -51,6 +52,8 @@ def spec_to_json(spec: ModelSpec) -> str:
                 for r in spec.reconciliations
             ],
             **({"program": _program_doc(spec.program)} if spec.program else {}),
+            **({"chunk_size": spec.chunk_size} if spec.chunk_size else {}),
+            **({"update": spec.update.config()} if spec.update else {}),
         },
         sort_keys=True,
     )
@@ -101,6 +104,8 @@ def spec_from_json(text: str) -> ModelSpec:
         sources=tuple(data["sources"]),
         reconciliations=tuple(Reconciliation(*r) for r in data.get("reconciliations", [])),
         program=_program_from(data.get("program")),
+        chunk_size=data.get("chunk_size", 0),
+        update=UpdateSpec.from_config(data["update"]) if "update" in data else None,
     )
 
 

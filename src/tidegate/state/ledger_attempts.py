@@ -124,6 +124,14 @@ class AttemptTables(TaintTables):
         with self._tx() as con:
             con.executemany(self.RECORD_CHECK, [check_params(attempt_id, r) for r in results])
 
+    def record_reconciliations(
+        self, attempt_id: str, results: Sequence[ReconciliationResult]
+    ) -> None:
+        with self._tx() as con:
+            con.executemany(
+                self.RECORD_RECONCILIATION, [reconciliation_params(attempt_id, r) for r in results]
+            )
+
     def record_audits(self, audits: Sequence[Audit], at: str) -> None:
         """Checks, reconciliations, rows and checksum of staged attempts; moves them to audited."""
         with self._tx() as con:

@@ -49,6 +49,7 @@
       var k = monthIndex(m.first) + i;
       return Math.floor(k / 12) + "-" + pad(k % 12 + 1);
     }
+    if (m.grain === "range") { return String(m.first + i * m.chunk_size); }
     return i < m.keys.length ? m.keys[i] : "#" + (m.first + i);
   }
 
