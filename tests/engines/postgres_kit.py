@@ -33,9 +33,10 @@ def admin(dsn: str = SERVER) -> Iterator[psycopg.Connection[Any]]:
 
 
 @contextmanager
-def fresh_database() -> Iterator[str]:
-    """The DSN of a new, empty database, dropped afterwards (with whatever sessions are left)."""
-    name = f"tg_wh_{uuid.uuid4().hex[:16]}"
+def fresh_database(prefix: str = "tg_wh") -> Iterator[str]:
+    """The DSN of a new, empty database named `prefix` and a random suffix, dropped afterwards
+    (with whatever sessions are left)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
     with admin() as con:
         con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:

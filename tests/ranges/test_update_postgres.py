@@ -19,18 +19,17 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from tests.engines.postgres_kit import SERVER, admin, rows, use_postgres
+from tests.engines.postgres_kit import admin, fresh_database, rows, use_postgres
 from tests.faults.backfill_kit import backfill_run_ids
 from tests.faults.ledger import ledger_rows, wait_until
 from tests.kit import FORCED, REPO, example_project, run_process, spawn
@@ -66,18 +65,11 @@ ANALYZE orders;
 """
 
 
-@contextmanager
-def keyrange_database() -> Iterator[str]:
-    name = f"keyrange_{uuid.uuid4().hex[:12]}"
-    with admin() as con:
-        con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield urlunsplit(urlsplit(SERVER)._replace(path="/" + name))
-    finally:
-        with admin() as con:
-            con.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+# tidegate's sessions waiting for a lock
+WAITING_FOR_A_LOCK = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND application_name = 'tidegate' AND wait_event_type = 'Lock'"
+)
 
 
 @dataclass
@@ -159,7 +151,7 @@ def published(project: Path) -> int | None:
 
 @pytest.fixture
 def dsn() -> Iterator[str]:
-    with keyrange_database() as found:
+    with fresh_database("keyrange") as found:
         yield found
 
 
@@ -405,17 +397,17 @@ def test_an_application_locking_rows_in_key_order_never_deadlocks_with_the_updat
         [(last,)] = con.execute("SELECT max(ctid) FROM orders").fetchall()
         [(moved,)] = con.execute("SELECT ctid FROM orders WHERE order_id = 1").fetchall()
         assert moved == last
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND application_name = 'tidegate' AND wait_event_type = 'Lock'"
-    )
     with psycopg.connect(dsn, application_name="app") as app:
         app.execute("SET lock_timeout = '10s'")
         app.execute("SELECT 1 FROM orders WHERE order_id = 1 FOR UPDATE")
         process = spawn(
             "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
         )
-        wait_until("the update waiting for order 1", lambda: rows(dsn, waiting)[0][0] or None, 30)
+        wait_until(
+            "the update waiting for order 1",
+            lambda: rows(dsn, WAITING_FOR_A_LOCK)[0][0] or None,
+            30,
+        )
         # key order: the application's next row is higher; the update holds none of them yet
         app.execute("SELECT 1 FROM orders WHERE order_id = 9999 FOR UPDATE")
         app.commit()
@@ -438,10 +430,6 @@ def test_the_update_reads_committed_whatever_the_database_default(tmp_path: Path
                 "ALTER DATABASE {} SET default_transaction_isolation = 'repeatable read'"
             ).format(sql.Identifier(urlsplit(dsn).path.lstrip("/")))
         )
-    waiting = (
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND application_name = 'tidegate' AND wait_event_type = 'Lock'"
-    )
     with psycopg.connect(dsn, application_name="app") as app:
         app.execute(
             "UPDATE orders SET gross_amount = gross_amount + 1, net_revenue = "
@@ -450,7 +438,11 @@ def test_the_update_reads_committed_whatever_the_database_default(tmp_path: Path
         process = spawn(
             "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
         )
-        wait_until("the update waiting for order 5", lambda: rows(dsn, waiting)[0][0] or None, 30)
+        wait_until(
+            "the update waiting for order 5",
+            lambda: rows(dsn, WAITING_FOR_A_LOCK)[0][0] or None,
+            30,
+        )
         app.commit()
     _, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
