@@ -158,7 +158,6 @@ def dsn() -> Iterator[str]:
 def test_a_live_table_is_backfilled_through_kills_without_losing_a_concurrent_write(
     tmp_path: Path, dsn: str
 ) -> None:
-    began = time.monotonic()
     project = example_project(tmp_path / "shop", deploy=False)
     use_postgres(project, dsn)
     for model in (project / "models").iterdir():
@@ -233,7 +232,6 @@ def test_a_live_table_is_backfilled_through_kills_without_losing_a_concurrent_wr
     assert sampler.samples > 100 and sampler.holding > 0, sampler
     assert sampler.longest < TRANSACTION_BOUND, sampler
     assert (plan["lock_timeout"], plan["statement_timeout"]) == (LOCK_TIMEOUT, STATEMENT_TIMEOUT)
-    assert time.monotonic() - began < 90
 
 
 def small_project(tmp_path: Path, dsn: str) -> Path:
