@@ -3,7 +3,6 @@ partition for a million-partition plan)."""
 
 from __future__ import annotations
 
-import time
 from datetime import date, datetime, timezone
 
 import pytest
@@ -218,11 +217,7 @@ def test_len_of_a_million_hour_range_is_arithmetic(monkeypatch: pytest.MonkeyPat
         raise AssertionError("len() must not walk the partitions")
 
     monkeypatch.setattr(partitions, "following", no_iteration)
-    began = time.perf_counter()
-    size = len(span)
-    elapsed = time.perf_counter() - began
-    assert size == expected
-    assert elapsed < 0.05
+    assert len(span) == expected
 
 
 def test_len_of_long_day_and_month_ranges_is_arithmetic() -> None:
