@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from tidegate.domain.cursor import CursorSpec
 from tidegate.domain.partitions import (
     Grain,
     PartitionKey,
@@ -145,6 +146,8 @@ class ModelSpec:
     reconciliations: tuple[Reconciliation, ...] = ()
     # None: an SQL model (`sql` is its SELECT)
     program: Program | None = None
+    # a cursor model's cursor (grain "cursor")
+    cursor: CursorSpec | None = None
 
     @property
     def kind(self) -> ModelKind:
@@ -159,6 +162,12 @@ class ModelSpec:
         first = self.first_partition()
         begin = first.start if first else end
         return PartitionRange(self.grain, begin, max(begin, end))
+
+    @property
+    def single_unit(self) -> bool:
+        """Whether each partition is computed, audited and published alone, with no time
+        buckets: a key of a key list, or a cursor model's interval."""
+        return bool(self.keys) or self.cursor is not None
 
     @property
     def keyed_write(self) -> bool:
@@ -183,8 +192,9 @@ class ModelSpec:
         domain/schedule.py) after `newest_written` (the end of the newest partition the active
         version published), at most the newest `limit` of them; only the newest one when the
         active version has published nothing (older history is a backfill's job)."""
-        if self.keys:
-            return PartitionRange(self.grain, 0, 0)  # key-list partitions run on request
+        if self.keys or self.cursor is not None:
+            # key-list partitions run on request; a cursor model runs past its cursor
+            return PartitionRange(self.grain, 0, 0)
         end = floor(self.grain, last_fire(self.schedule, now))
         full = self.all_partitions_until(end)
         if len(full) == 0:
@@ -223,6 +233,7 @@ class ModelSpec:
                 else {}
             ),
             **({"program": self.program.config()} if self.program else {}),
+            **({"cursor": self.cursor.config()} if self.cursor else {}),
         }
 
 

@@ -4,6 +4,10 @@ Every partition is (kind, start, end) with int64 bounds, end exclusive: epoch se
 time grains, positions in the declared list for explicit keys. Ranges and plans are interval
 arithmetic over these bounds, so a plan over a million partitions is a pair of integers, not a
 million objects.
+
+A cursor partition is the interval of cursor values one batch of a cursor model processed,
+(start, end] in the cursor's own units (an id, or epoch microseconds): consecutive batches
+share a bound, so as [start, end) intervals they abut and merge like any other partitions.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ class Grain(str, Enum):
     DAY = "day"
     MONTH = "month"
     KEY = "key"
+    CURSOR = "cursor"
 
     @property
     def is_time(self) -> bool:
-        return self is not Grain.KEY
+        return self in (Grain.HOUR, Grain.DAY, Grain.MONTH)
 
 
 _LABEL_FORMATS = {
@@ -94,6 +99,8 @@ class PartitionKey:
     def label(self, keys: Sequence[str] = ()) -> str:
         if self.grain is Grain.KEY:
             return keys[self.start] if self.start < len(keys) else f"#{self.start}"
+        if self.grain is Grain.CURSOR:
+            return f"({self.start},{self.end}]"
         return to_utc(self.start).strftime(_LABEL_FORMATS[self.grain][0])
 
 
@@ -110,6 +117,11 @@ class PartitionRange:
             raise ValueError("a partition range cannot end before it starts")
 
     def __iter__(self) -> Iterator[PartitionKey]:
+        if self.grain is Grain.CURSOR:
+            # a cursor range is the one interval a batch processes, not one partition per value
+            if self.start < self.end:
+                yield PartitionKey(self.grain, self.start, self.end)
+            return
         cursor = self.start
         while cursor < self.end:
             nxt = following(self.grain, cursor)
@@ -117,17 +129,23 @@ class PartitionRange:
             cursor = nxt
 
     def __len__(self) -> int:
+        if self.grain is Grain.CURSOR:
+            return int(self.start < self.end)
         if self.grain is Grain.MONTH:
             return _month_index(self.end) - _month_index(self.start)
         size = {Grain.HOUR: HOUR_SECONDS, Grain.DAY: DAY_SECONDS}.get(self.grain, 1)
         return (self.end - self.start) // size
 
     def first(self) -> PartitionKey:
+        if self.grain is Grain.CURSOR:
+            return PartitionKey(self.grain, self.start, self.end)
         return PartitionKey(self.grain, self.start, following(self.grain, self.start))
 
     def label(self, keys: Sequence[str] = ()) -> str:
         if self.start >= self.end:
             return "(empty)"
+        if self.grain is Grain.CURSOR:
+            return self.first().label()
         first = self.first().label(keys)
         last_start = self.start
         if self.grain is Grain.MONTH:
@@ -146,6 +164,8 @@ def parse_partition(text: str, grain: Grain, keys: Sequence[str] = ()) -> Partit
             raise UsageError(f"unknown partition key {text!r}; declared keys: {', '.join(keys)}")
         index = list(keys).index(text)
         return PartitionKey(grain, index, index + 1)
+    if grain is Grain.CURSOR:
+        return _parse_cursor(text)
     fmt, pattern, shown = _LABEL_FORMATS[grain]
     if not pattern.match(text):
         raise UsageError(f"partition {text!r} is not a {grain.value} partition (expected {shown})")
@@ -157,9 +177,29 @@ def parse_partition(text: str, grain: Grain, keys: Sequence[str] = ()) -> Partit
     return PartitionKey(grain, start, following(grain, start))
 
 
+_CURSOR_LABEL = re.compile(r"^\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\]$")
+
+
+def _parse_cursor(text: str) -> PartitionKey:
+    match = _CURSOR_LABEL.match(text)
+    if match is None:
+        raise UsageError(
+            f"partition {text!r} is not a cursor partition (expected (START,END], e.g. (100,250])"
+        )
+    start, end = int(match.group(1)), int(match.group(2))
+    if end <= start:
+        raise UsageError(f"cursor partition {text!r} ends before it starts")
+    return PartitionKey(Grain.CURSOR, start, end)
+
+
 def parse_range(text: str, grain: Grain, keys: Sequence[str] = ()) -> PartitionRange:
     """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists."""
     text = text.strip()
+    if grain is Grain.CURSOR:
+        raise UsageError(
+            "a cursor model processes what is past its committed cursor: `tidegate run MODEL`, "
+            "not a range of partitions"
+        )
     if text == "all":
         if grain is not Grain.KEY:
             raise UsageError("range 'all' is only for key-list models; give START..END")

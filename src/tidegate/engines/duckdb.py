@@ -36,7 +36,9 @@ def _is_lock_conflict(error: Exception) -> bool:
 
 class DuckDBEngine(DuckDBPublish):
     name = "duckdb"
-    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+    capabilities = Capabilities(
+        transactional_publish=True, single_writer_process=True, cursor_models=True
+    )
 
     def __init__(
         self,

@@ -45,7 +45,12 @@ def _column(name: str, type_text: str, nullable: bool) -> Column:
 class PostgresEngine(PostgresPublish):
     name = "postgres"
     # One writing process per warehouse database, held by the writer's advisory lock.
-    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+    capabilities = Capabilities(
+        transactional_publish=True,
+        single_writer_process=True,
+        cursor_models=True,
+        cursor_snapshots=True,
+    )
 
     def __init__(
         self,

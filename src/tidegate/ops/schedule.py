@@ -46,8 +46,8 @@ def next_due(ctx: Context, version: Version) -> NextDue | None:
     """The partition the next tick writes with `version`: the oldest one due now, or else the
     one that becomes due next."""
     spec = version.spec
-    if spec.keys:
-        return None
+    if spec.keys or spec.cursor is not None:
+        return None  # key lists run on request; a cursor model runs past its cursor
     due = due_partitions(ctx, version)
     # nothing due: the partition after the newest one that was
     start = due.start if len(due) else due.end

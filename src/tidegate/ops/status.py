@@ -25,6 +25,8 @@ from tidegate.domain.partitions import (
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import PublishedPartition
 from tidegate.ops.context import Context
+from tidegate.ops.cursor import mark_doc
+from tidegate.ops.cursor import status_doc as cursor_status
 from tidegate.ops.schedule import next_due
 from tidegate.state.base import Event, ModelState
 
@@ -101,6 +103,9 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
                 "ended_at": last.ended_at,
             },
         }
+        cursor = None if active is None else cursor_status(ctx.state, active)
+        if cursor is not None:
+            entry["cursor"] = cursor
         if model:
             entry["ranges"] = [
                 {
@@ -289,7 +294,18 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
         "plan": json.loads(found.plan) if found.plan else None,
         "plan_hash": found.plan_hash,
         "attempts": attempts,
+        **({"cursor": marks} if (marks := _cursor_marks(ctx, run_id)) else {}),
     }
+
+
+def _cursor_marks(ctx: Context, run_id: str) -> list[dict[str, object]]:
+    """How far the run took each cursor model, and why."""
+    found = []
+    for mark in ctx.state.run_cursor_marks(run_id):
+        cursor = ctx.project.models[mark.model].cursor if mark.model in ctx.project.models else None
+        same = cursor is not None and cursor.identity == (mark.table, mark.column)
+        found.append(mark_doc(mark, cursor if same else None))
+    return found
 
 
 def _command_doc(record: CommandRecord | None) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ from tidegate.project.config import (
     read_project_file,
     sources_of,
 )
+from tidegate.project.cursor_decl import cursor_column, cursor_keys_only_for_cursor, cursor_spec
 from tidegate.project.model_file import ModelFile, ProgramHeader, read_model_file
 from tidegate.project.python_model import read_python_model
 from tidegate.project.toml_model import read_toml_model
@@ -208,6 +209,9 @@ def _check_unique_key(model: ModelFile, columns: tuple[Column, ...]) -> None:
 
 def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
     header = model.header
+    cursor_keys_only_for_cursor(model)
+    if header.grain is Grain.CURSOR:
+        return cursor_column(model), ()
     if header.grain is Grain.KEY:
         if not header.key_column or not header.keys:
             raise ConfigError(
@@ -375,7 +379,9 @@ def _build_spec(
     column_names = {c.name for c in columns}
     partition_column, keys = _partitioning(model)
     if partition_column not in column_names:
-        field = "key_column" if header.grain is Grain.KEY else "time_column"
+        field = {Grain.KEY: "key_column", Grain.CURSOR: "cursor_column"}.get(
+            header.grain, "time_column"
+        )
         raise ConfigError(
             model.path,
             f"{field}: {partition_column!r} is not in columns",
@@ -417,6 +423,17 @@ def _build_spec(
     )
     reconciliations = _reconciliations(model, reads)
     checks = _checks(model, columns, partition_column, reads, sources)
+    cursor = (
+        cursor_spec(
+            model,
+            columns,
+            {t for t in reads if t in model_names},
+            {t for t in reads if t in sources},
+            sources,
+        )
+        if header.grain is Grain.CURSOR
+        else None
+    )
     return ModelSpec(
         name=name,
         path=model.path,
@@ -435,6 +452,7 @@ def _build_spec(
         sources=tuple(sorted(t for t in reads if t in sources)),
         reconciliations=reconciliations,
         program=program,
+        cursor=cursor,
     )
 
 
@@ -501,7 +519,7 @@ def _sql_line(model: ModelFile, word: str) -> int | None:
 
 def _reconciliations(model: ModelFile, reads: set[str]) -> tuple[Reconciliation, ...]:
     declared = model.header.reconciliations
-    if declared and model.header.grain is Grain.KEY:
+    if declared and not model.header.grain.is_time:
         raise ConfigError(
             model.path,
             "reconciliations: only time-partitioned models reconcile per partition",

@@ -7,6 +7,7 @@ from typing import Any
 
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
+from tidegate.domain.cursor import CursorKind, CursorSpec
 from tidegate.domain.gate import Gate
 from tidegate.domain.model import (
     ChangeKind,
@@ -51,6 +52,7 @@ def spec_to_json(spec: ModelSpec) -> str:
                 for r in spec.reconciliations
             ],
             **({"program": _program_doc(spec.program)} if spec.program else {}),
+            **({"cursor": spec.cursor.config()} if spec.cursor else {}),
         },
         sort_keys=True,
     )
@@ -101,6 +103,21 @@ def spec_from_json(text: str) -> ModelSpec:
         sources=tuple(data["sources"]),
         reconciliations=tuple(Reconciliation(*r) for r in data.get("reconciliations", [])),
         program=_program_from(data.get("program")),
+        cursor=_cursor_from(data.get("cursor")),
+    )
+
+
+def _cursor_from(data: dict[str, Any] | None) -> CursorSpec | None:
+    if data is None:
+        return None
+    return CursorSpec(
+        source=data["source"],
+        table=data["table"],
+        column=data["column"],
+        kind=CursorKind(data["kind"]),
+        start=data["start"],
+        lag=data["lag"],
+        batch_rows=data["batch_rows"],
     )
 
 

@@ -1,0 +1,302 @@
+"""Cursor models: where a version's cursor stands, how far a run may take it (the watermark),
+and the batches of the interval in between.
+
+The committed cursor is the end of the newest partition published by a version that measures
+the same source column: the warehouse's commit markers, written in the publish's transaction,
+settle the ledger after a crash (execution/reconcile.py), so it never runs ahead of the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidegate.domain.attempt import AttemptState
+from tidegate.domain.clock import SystemTimer, Timer, stamp
+from tidegate.domain.cursor import (
+    CursorMark,
+    CursorSpec,
+    Observation,
+    Snapshot,
+    Watermark,
+    WatermarkRule,
+    cursor_bounds,
+    cursor_value,
+    lag_watermark,
+    max_watermark,
+    snapshot_watermark,
+    to_micros,
+)
+from tidegate.domain.errors import EngineError, RefusedError, UsageError
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import Grain, PartitionRange
+from tidegate.engines.base import Engine
+from tidegate.ops.context import Context
+from tidegate.state.base import StateStore
+
+if TYPE_CHECKING:
+    from tidegate.execution.executor import Outcome
+
+# how long a run waits for the transactions open at its own snapshot to end before it settles
+# for an earlier run's candidate: the usual ones take milliseconds
+SETTLE_SECONDS = 1.0
+SETTLE_POLL_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a version's next interval starts (None: at the source's first row), and why
+    (`after the committed cursor 150 (published by v1)`)."""
+
+    value: int | None
+    reason: str
+
+
+def cursor_of(version: Version) -> CursorSpec:
+    cursor = version.spec.cursor
+    if cursor is None:
+        raise UsageError(f"{version.model} is not a cursor model")
+    return cursor
+
+
+def position(state: StateStore, version: Version) -> Position:
+    """The committed cursor `version` continues from: the cursor_start it declares until it
+    has published, otherwise the end of the newest partition published by a version measuring
+    the same source column. Raises RefusedError when the model's cursor was measured in
+    another column and the version declares no cursor_start, or when its cursor_start would
+    append rows a second time."""
+    cursor = cursor_of(version)
+    newest = state.newest_published(version.model)
+    own = any(version_id == version.version_id for version_id, *_ in newest)
+    same: tuple[Version, int] | None = None
+    others: list[Version] = []
+    for version_id, _, end, _ in newest:
+        other = version if version_id == version.version_id else state.get_version(version_id)
+        if other is None or other.spec.cursor is None:
+            continue
+        if other.spec.cursor.identity == cursor.identity:
+            same = (other, end)
+            break
+        others.append(other)
+    if cursor.start is not None and not own:
+        if same is not None and cursor.start < same[1] and version.spec.duplicates_on_republish:
+            raise RefusedError(
+                f"{version.model} v{version.seq}: cursor_start {cursor.show(cursor.start)} is "
+                f"below the committed cursor {cursor.show(same[1])}, and append without a "
+                "unique key would add those rows again; declare a unique_key or a cursor_start "
+                "at or above it"
+            )
+        return Position(
+            cursor.start, f"cursor_start {cursor.show(cursor.start)} declared by v{version.seq}"
+        )
+    if same is not None:
+        other, end = same
+        committed = f"after the committed cursor {cursor.show(end)} (published by v{other.seq})"
+        return Position(end, committed)
+    if others:
+        measured = others[0].spec.cursor
+        assert measured is not None
+        raise RefusedError(
+            f"{version.model} v{version.seq} reads its cursor from {cursor.table}.{cursor.column}"
+            f", but the committed cursor was measured in {measured.table}.{measured.column} "
+            f"(v{others[0].seq}); declare cursor_start in the new version"
+        )
+    return Position(None, "from the source's first row (nothing committed yet)")
+
+
+@dataclass(frozen=True)
+class CursorPlan:
+    """What a run of a cursor model processes: (start, watermark] in batches."""
+
+    mark: CursorMark
+    start: int | None
+
+    @property
+    def interval(self) -> tuple[int, int] | None:
+        watermark = self.mark.watermark
+        if self.start is None or watermark is None or watermark <= self.start:
+            return None
+        return self.start, watermark
+
+
+def plan_run(
+    ctx: Context, engine: Engine, run_id: str, version: Version, timer: Timer
+) -> CursorPlan:
+    """Read the cursor's extent and decide the watermark (recorded in the ledger with the
+    run, whether it moves the cursor or not)."""
+    cursor = cursor_of(version)
+    if not engine.capabilities.cursor_models:
+        raise UsageError(
+            f"{version.model} is a cursor model: cursor models run on a DuckDB or PostgreSQL "
+            f"warehouse, not yet on {engine.name}"
+        )
+    where = position(ctx.state, version)
+    low, high, seen = _extent(engine, cursor)
+    start = where.value if where.value is not None else (None if low is None else low - 1)
+    rule, watermark = _watermark(ctx, engine, version.model, cursor, (start, high), seen, timer)
+    moved = watermark.value is not None and start is not None and watermark.value > start
+    reason = watermark.reason
+    if watermark.value is not None and not moved:
+        reason += f"; nothing {where.reason}"
+    mark = CursorMark(
+        run_id=run_id,
+        model=version.model,
+        table=cursor.table,
+        column=cursor.column,
+        observed_at=stamp(ctx.clock),
+        candidate=high,
+        snapshot=None if seen is None else str(seen),
+        committed=start,
+        watermark=watermark.value if moved else None,
+        rule=rule,
+        reason=reason,
+    )
+    ctx.state.record_cursor_mark(mark)
+    return CursorPlan(mark, start)
+
+
+def _extent(engine: Engine, cursor: CursorSpec) -> tuple[int | None, int | None, Snapshot | None]:
+    low, high, snapshot = engine.cursor_extent(cursor.table, cursor.column)
+    try:
+        return (
+            None if low is None else cursor_value(cursor.kind, low),
+            None if high is None else cursor_value(cursor.kind, high),
+            None if snapshot is None else Snapshot.parse(snapshot),
+        )
+    except ValueError as error:
+        raise EngineError(f"cursor {cursor.table}.{cursor.column}: {error}") from None
+
+
+def _watermark(
+    ctx: Context,
+    engine: Engine,
+    model: str,
+    cursor: CursorSpec,
+    extent: tuple[int | None, int | None],
+    seen: Snapshot | None,
+    timer: Timer,
+) -> tuple[WatermarkRule, Watermark]:
+    """The lag rule when declared; otherwise the newest settled candidate where transactions
+    commit out of order (this run's, or an earlier run's still past the cursor), or max.
+    `extent` is (the committed cursor, the newest value)."""
+    start, high = extent
+    if cursor.lag is not None:
+        at = to_micros(ctx.clock.now())
+        return WatermarkRule.LAG, lag_watermark(cursor.kind, high, cursor.lag, at, cursor.show)
+    if seen is None:
+        return WatermarkRule.MAX, max_watermark(high, cursor.show)
+    now = _settle(engine, seen, timer)
+    earlier = [
+        m.observation
+        for m in ctx.state.cursor_marks(model, cursor.table, cursor.column)
+        if m.snapshot is not None
+        and m.candidate is not None
+        and (start is None or m.candidate > start)
+    ]
+    return WatermarkRule.SNAPSHOT, snapshot_watermark(
+        [Observation(high, seen), *earlier], now, cursor.show
+    )
+
+
+def _settle(engine: Engine, seen: Snapshot, timer: Timer) -> Snapshot:
+    """The current snapshot once every transaction open at `seen` has ended, or when
+    SETTLE_SECONDS have passed."""
+    deadline = timer.monotonic() + SETTLE_SECONDS
+    while True:
+        now = Snapshot.parse(engine.current_snapshot())
+        if not now.open_of(seen) or timer.monotonic() >= deadline:
+            return now
+        timer.sleep(SETTLE_POLL_SECONDS)
+
+
+def cursor_batches(
+    ctx: Context, engine: Engine, run_id: str, version: Version, outcomes: Sequence[Outcome]
+) -> tuple[Iterator[tuple[int, PartitionRange]], str]:
+    """What a run of a cursor model executes, and a note saying how far and why."""
+    cursor = cursor_of(version)
+    plan = plan_run(ctx, engine, run_id, version, SystemTimer())
+    interval = plan.interval
+    if interval is None:
+        where = "nothing yet" if plan.start is None else f"cursor {cursor.show(plan.start)}"
+        return iter(()), f"{version.model}: up to date at {where} ({plan.mark.reason})"
+
+    def halted() -> bool:
+        return any(
+            o.model == version.model and o.state is not AttemptState.PUBLISHED for o in outcomes
+        )
+
+    shown = f"({cursor.show(interval[0])}, {cursor.show(interval[1])}]"
+    note = f"{version.model}: cursor {shown}, watermark {plan.mark.rule.value}: {plan.mark.reason}"
+    return batches(engine, cursor, interval, halted), note
+
+
+def batches(
+    engine: Engine,
+    cursor: CursorSpec,
+    interval: tuple[int, int],
+    halted: Callable[[], bool],
+) -> Iterator[tuple[int, PartitionRange]]:
+    """The interval in batches of at most `batch_rows` source rows (rows sharing the last
+    value stay in one batch), each one partition; none after a batch that was not published,
+    so the cursor never passes an interval left behind."""
+    start, watermark = interval
+    index = 0
+    while start < watermark:
+        end = watermark
+        if cursor.batch_rows is not None:
+            found = engine.cursor_batch_end(
+                cursor.table,
+                cursor.column,
+                cursor_bounds(cursor.kind, start, watermark),
+                cursor.batch_rows,
+            )
+            if found is not None:
+                end = cursor_value(cursor.kind, found)
+        yield index, PartitionRange(Grain.CURSOR, start, end)
+        if halted():
+            return
+        index, start = index + 1, end
+
+
+def mark_doc(mark: CursorMark, cursor: CursorSpec | None) -> dict[str, object]:
+    """A cursor mark as `show run` and `status` print it (values in the cursor's own form)."""
+
+    def shown(value: int | None) -> str | None:
+        if value is None:
+            return None
+        return str(value) if cursor is None else cursor.show(value)
+
+    return {
+        "model": mark.model,
+        "run_id": mark.run_id,
+        "cursor": f"{mark.table}.{mark.column}",
+        "observed_at": mark.observed_at,
+        "committed": shown(mark.committed),
+        "candidate": shown(mark.candidate),
+        "snapshot": mark.snapshot,
+        "watermark": shown(mark.watermark),
+        "rule": mark.rule.value,
+        "reason": mark.reason,
+    }
+
+
+def status_doc(state: StateStore, version: Version) -> dict[str, object] | None:
+    """Where a cursor model's active version stands and what its newest run saw."""
+    cursor = version.spec.cursor
+    if cursor is None:
+        return None
+    try:
+        where = position(state, version)
+        committed = None if where.value is None else cursor.show(where.value)
+        reason = where.reason
+    except RefusedError as error:
+        committed, reason = None, f"refused: {error}"
+    marks = state.cursor_marks(version.model, cursor.table, cursor.column, limit=1)
+    return {
+        "cursor": f"{cursor.table}.{cursor.column}",
+        "kind": cursor.kind.value,
+        "committed": committed,
+        "position": reason,
+        "last_mark": mark_doc(marks[0], cursor) if marks else None,
+    }
