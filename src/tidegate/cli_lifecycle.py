@@ -24,7 +24,7 @@ def _deployed_document(done: Deployed) -> dict[str, Any]:
         "forced": done.forced,
         "gate": done.gate,
         "next_partition": done.next_partition,
-        **({"cursor": done.cursor} if done.cursor else {}),
+        "cursor": done.cursor,
     }
 
 

@@ -103,9 +103,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
                 "ended_at": last.ended_at,
             },
         }
-        cursor = None if active is None else cursor_status(ctx.state, active)
-        if cursor is not None:
-            entry["cursor"] = cursor
+        entry["cursor"] = None if active is None else cursor_status(ctx.state, active)
         if model:
             entry["ranges"] = [
                 {
@@ -294,7 +292,7 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
         "plan": json.loads(found.plan) if found.plan else None,
         "plan_hash": found.plan_hash,
         "attempts": attempts,
-        **({"cursor": marks} if (marks := _cursor_marks(ctx, run_id)) else {}),
+        "cursor": _cursor_marks(ctx, run_id),
     }
 
 

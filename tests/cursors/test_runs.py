@@ -1,0 +1,106 @@
+"""A cursor model picks up exactly the rows past its committed cursor on each run, on DuckDB and
+on PostgreSQL: the target holds every source row once, however the inserts and runs
+interleave, and each run records how far it went and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
+
+
+@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
+def events(request: pytest.FixtureRequest, tmp_path: Path) -> CursorProject:
+    dsn = request.getfixturevalue("dsn") if request.param == "postgres" else None
+    return cursor_project(tmp_path / "proj", dsn)
+
+
+def published(document: dict[str, object]) -> list[str]:
+    outcomes = document["partitions"]
+    assert isinstance(outcomes, list)
+    return [o["partition"] for o in outcomes if o["state"] == "published"]
+
+
+def test_each_run_picks_up_exactly_the_new_rows(events: CursorProject) -> None:
+    events.insert(40)
+    assert published(events.run()) == ["(0,40]"]
+    events.insert(25)
+    assert published(events.run()) == ["(40,65]"]
+    assert published(events.run()) == []  # nothing new: nothing written
+    events.insert(10)
+    assert published(events.run()) == ["(65,75]"]
+    assert events.target_ids() == events.source_ids() == list(range(1, 76))
+    values = events.execute(f"SELECT sum(net) FROM {MODEL}")[0][0]
+    assert values == 2 * events.execute("SELECT sum(amount) FROM events")[0][0]
+
+
+def test_the_run_records_its_watermark_and_status_shows_the_cursor(
+    events: CursorProject,
+) -> None:
+    events.insert(5)
+    run = events.run()
+    shown = events.tidegate("show", "run", run["run_id"], "--json").json()
+    [mark] = shown["cursor"]
+    assert mark["cursor"] == "events.id"
+    assert (mark["committed"], mark["watermark"], mark["candidate"]) == ("0", "5", "5")
+    assert mark["rule"] == ("max" if events.dsn is None else "snapshot")
+    assert mark["reason"].startswith("max 5")
+    text = events.tidegate("show", "run", run["run_id"]).stdout
+    assert "cursor event_amounts (events.id): (0, 5] by watermark" in text
+    status = events.tidegate("status", "--json").json()["models"][0]
+    assert status["grain"] == "cursor"
+    assert status["cursor"]["committed"] == "5"
+    assert status["cursor"]["position"] == "after the committed cursor 5 (published by v1)"
+    assert status["cursor"]["last_mark"]["run_id"] == run["run_id"]
+
+
+@pytest.mark.duckdb
+def test_batches_of_at_most_n_rows_each_publish_their_interval(tmp_path: Path) -> None:
+    events = cursor_project(tmp_path / "proj", extra="cursor_batch_rows = 4\n")
+    events.insert(10)
+    assert published(events.run()) == ["(0,4]", "(4,8]", "(8,10]"]
+    events.insert(3)
+    assert published(events.run()) == ["(10,13]"]
+    assert events.target_ids() == events.source_ids()
+
+
+@pytest.mark.duckdb
+def test_a_failed_batch_stops_the_run_and_the_cursor_waits_there(tmp_path: Path) -> None:
+    events = cursor_project(
+        tmp_path / "proj",
+        extra='cursor_batch_rows = 4\n\n[[checks]]\ntype = "expression"\nexpression = "net < 20"\n',
+    )
+    events.insert(12)  # net = 2.5 * id: ids 8.. fail the check
+    result = events.tidegate("run", MODEL, "--json")
+    assert result.exit_code == 1
+    states = [(o["partition"], o["state"]) for o in result.json()["partitions"]]
+    assert states == [("(0,4]", "published"), ("(4,8]", "failed")]  # none after the failure
+    assert events.target_ids() == [1, 2, 3, 4]
+    status = events.tidegate("status", "--json").json()["models"][0]
+    assert status["cursor"]["committed"] == "4"
+
+
+@pytest.mark.duckdb
+def test_a_timestamp_cursor_with_a_lag_leaves_the_newest_rows_for_later(tmp_path: Path) -> None:
+    events = cursor_project(tmp_path / "proj")
+    events.write_model(
+        sql=(
+            '/* tidegate\ngrain = "cursor"\ncursor_column = "created_at"\n'
+            'write_mode = "append"\ncursor_lag = "10s"\n\n[columns]\n'
+            'created_at = "TIMESTAMP NOT NULL"\nid = "BIGINT NOT NULL"\n*/\n'
+            "SELECT created_at, id FROM events "
+            "WHERE created_at > $start AND created_at <= $end\n"
+        )
+    )
+    assert events.tidegate("build").exit_code == 0
+    deployed = events.tidegate("deploy", MODEL, "--force", "--reason", "new cursor", "--json")
+    assert deployed.exit_code == 0, deployed.stderr
+    events.insert(30)  # created_at 2026-01-01 00:00:01 .. 00:00:30
+    run = events.tidegate("run", MODEL, "--json", "--as-of", "2026-06-01T00:00:00Z").json()
+    assert [o["partition"] for o in run["partitions"]] == ["(1767225600999999,1767225620000000]"]
+    assert events.target_ids() == list(range(1, 21))  # up to max - 10 s
+    shown = events.tidegate("show", "run", run["run_id"], "--json").json()
+    assert shown["cursor"][0]["watermark"] == "2026-01-01 00:00:20"
+    assert shown["cursor"][0]["reason"] == "max 2026-01-01 00:00:30 minus lag 10s"
