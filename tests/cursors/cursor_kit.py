@@ -96,9 +96,10 @@ class CursorProject:
         """`count` new events, with the next ids."""
         if self.dsn is None:
             self.execute(
-                "INSERT INTO events SELECT coalesce((SELECT max(id) FROM events), 0) + i, "
-                "TIMESTAMP '2026-01-01' + i * INTERVAL 1 SECOND, 'k' || (i % 3), i * 1.25 "
-                "FROM range(1, ?) t(i)",
+                # id N is created at 2026-01-01 00:00:00 + N seconds
+                "INSERT INTO events SELECT m + i, TIMESTAMP '2026-01-01' + (m + i) * INTERVAL 1 "
+                "SECOND, 'k' || (i % 3), i * 1.25 "
+                "FROM (SELECT coalesce(max(id), 0) AS m FROM events), range(1, ?) t(i)",
                 [count + 1],
             )
         else:

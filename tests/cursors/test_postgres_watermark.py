@@ -95,3 +95,21 @@ def test_a_run_advances_to_an_earlier_candidate_once_its_snapshot_settled(
     events.run()
     assert events.target_ids() == events.source_ids() == list(range(1, 21))
     assert MODEL in events.tidegate("status").stdout
+
+
+def test_a_transaction_writing_another_table_does_not_hold_the_cursor_back(
+    tmp_path: Path, dsn: str
+) -> None:
+    events = cursor_project(tmp_path / "proj", dsn)
+    events.execute("CREATE TABLE audit_log (note TEXT)")
+    events.insert(4)
+    with psycopg.connect(dsn) as other:
+        other.execute("INSERT INTO audit_log VALUES ('open')")  # takes a transaction id
+        xid = other.execute("SELECT CAST(pg_current_xact_id() AS TEXT)").fetchone()
+        assert xid is not None
+        run = events.run()
+        mark = mark_of(events, run)
+        assert xid[0] in mark["snapshot"]  # in progress when the max was read …
+        assert (mark["watermark"], mark["reason"]) == ("4", "max 4 settled (this run's snapshot)")
+        other.rollback()
+    assert events.target_ids() == [1, 2, 3, 4]

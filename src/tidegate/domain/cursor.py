@@ -197,17 +197,36 @@ class Watermark:
     reason: str
 
 
+XID_MODULUS = 2**32
+
+
+def blocking(seen: Snapshot, now: Snapshot, writers: frozenset[int] | None) -> tuple[int, ...]:
+    """The transactions in progress at `seen` that still are at `now` and, when `writers` is
+    known (the 32-bit ids of the transactions now holding a lock on the source table), that
+    write the source: only those can still commit a value at or below what `seen` saw. A
+    transaction that wrote a value below the candidate took the table's lock before `seen`
+    was read, and holds it until it ends."""
+    still_open = now.open_of(seen)
+    if writers is None:
+        return still_open
+    return tuple(x for x in still_open if x % XID_MODULUS in writers)
+
+
 def snapshot_watermark(
-    observations: Sequence[Observation], now: Snapshot, show: Callable[[int], str] = str
+    observations: Sequence[Observation],
+    now: Snapshot,
+    writers: frozenset[int] | None = None,
+    show: Callable[[int], str] = str,
 ) -> Watermark:
     """The newest observed candidate that is safe: every transaction in progress at its
-    snapshot has ended by `now`, so any row at or below it (ids and clock timestamps are
-    assigned in time order) is visible from now on. `observations` newest first."""
+    snapshot that writes the source (see `blocking`) has ended by `now`, so any row at or
+    below it (ids and clock timestamps are assigned in time order) is visible from now on.
+    `observations` newest first."""
     waiting: tuple[int, ...] = ()
     for index, seen in enumerate(observations):
         if seen.candidate is None or seen.snapshot is None:
             continue
-        still_open = now.open_of(seen.snapshot)
+        still_open = blocking(seen.snapshot, now, writers)
         if not still_open:
             which = "this run's" if index == 0 else "an earlier run's"
             shown = show(seen.candidate)

@@ -197,8 +197,9 @@ def parse_range(text: str, grain: Grain, keys: Sequence[str] = ()) -> PartitionR
     text = text.strip()
     if grain is Grain.CURSOR:
         raise UsageError(
-            "a cursor model processes what is past its committed cursor: `tidegate run MODEL`, "
-            "not a range of partitions"
+            "a cursor model's partitions are the intervals its runs processed: `tidegate run "
+            "MODEL` continues past its committed cursor (ranges of a cursor model cannot be "
+            "backfilled, rerun, tainted or compared yet)"
         )
     if text == "all":
         if grain is not Grain.KEY:

@@ -152,6 +152,10 @@ class Engine(Protocol):
     def current_snapshot(self) -> str:
         """The snapshot a statement would read in now (`cursor_snapshots` only). Read-only."""
 
+    def cursor_writers(self, table: str) -> frozenset[int]:
+        """The (32-bit) ids of the transactions now holding a lock on `table`: those that wrote
+        to it and have not ended (`cursor_snapshots` only). Read-only."""
+
     def cursor_batch_end(
         self, table: str, column: str, bounds: Mapping[str, Any], rows: int
     ) -> Any | None:

@@ -185,6 +185,14 @@ class SqlQueries(ABC):
         statement = self._statement(("snapshot",), lambda: cursor_sql.current_snapshot(self.flavor))
         return str(self._one(statement)[0])
 
+    def cursor_writers(self, table: str) -> frozenset[int]:
+        statement = self._statement(
+            ("cursor writers",), lambda: cursor_sql.table_writers(self.flavor)
+        )
+        values = {"table": cursor_sql.quoted_name(table, self.flavor)}
+        found = self._run(statement, self._bind(values, statement)).fetchall()
+        return frozenset(int(row[0]) for row in found)
+
     def cursor_batch_end(
         self, table: str, column: str, bounds: Mapping[str, Any], rows: int
     ) -> Any | None:

@@ -21,6 +21,7 @@ from tidegate.domain.cursor import (
     Snapshot,
     Watermark,
     WatermarkRule,
+    blocking,
     cursor_bounds,
     cursor_value,
     lag_watermark,
@@ -87,9 +88,8 @@ def position(state: StateStore, version: Version) -> Position:
                 "unique key would add those rows again; declare a unique_key or a cursor_start "
                 "at or above it"
             )
-        return Position(
-            cursor.start, f"cursor_start {cursor.show(cursor.start)} declared by v{version.seq}"
-        )
+        declared = f"after cursor_start {cursor.show(cursor.start)} (declared by v{version.seq})"
+        return Position(cursor.start, declared)
     if same is not None:
         other, end = same
         committed = f"after the committed cursor {cursor.show(end)} (published by v{other.seq})"
@@ -186,7 +186,7 @@ def _watermark(
         return WatermarkRule.LAG, lag_watermark(cursor.kind, high, cursor.lag, at, cursor.show)
     if seen is None:
         return WatermarkRule.MAX, max_watermark(high, cursor.show)
-    now = _settle(engine, seen, timer)
+    now, writers = _settle(engine, cursor.table, seen, timer)
     earlier = [
         m.observation
         for m in ctx.state.cursor_marks(model, cursor.table, cursor.column)
@@ -195,18 +195,21 @@ def _watermark(
         and (start is None or m.candidate > start)
     ]
     return WatermarkRule.SNAPSHOT, snapshot_watermark(
-        [Observation(high, seen), *earlier], now, cursor.show
+        [Observation(high, seen), *earlier], now, writers, cursor.show
     )
 
 
-def _settle(engine: Engine, seen: Snapshot, timer: Timer) -> Snapshot:
-    """The current snapshot once every transaction open at `seen` has ended, or when
-    SETTLE_SECONDS have passed."""
+def _settle(
+    engine: Engine, table: str, seen: Snapshot, timer: Timer
+) -> tuple[Snapshot, frozenset[int]]:
+    """The current snapshot and the writers of `table` once no transaction open at `seen`
+    still writes it, or when SETTLE_SECONDS have passed."""
     deadline = timer.monotonic() + SETTLE_SECONDS
     while True:
         now = Snapshot.parse(engine.current_snapshot())
-        if not now.open_of(seen) or timer.monotonic() >= deadline:
-            return now
+        writers = engine.cursor_writers(table)
+        if not blocking(seen, now, writers) or timer.monotonic() >= deadline:
+            return now, writers
         timer.sleep(SETTLE_POLL_SECONDS)
 
 

@@ -33,6 +33,46 @@ def current_snapshot(flavor: Flavor = DUCKDB) -> str:
     return flavor.render(exp.select(_snapshot_text()))
 
 
+def table_writers(flavor: Flavor = DUCKDB) -> str:
+    """The transaction ids (32-bit, as pg_locks shows them) of the transactions holding a lock
+    on the table named by $table (a quoted name, resolved by the session's search_path): every
+    transaction that inserted into it and has not ended holds one."""
+    relation = exp.alias_(exp.table_("pg_locks"), "r", table=True)
+    own = exp.alias_(exp.table_("pg_locks"), "x", table=True)
+    joined = exp.and_(
+        exp.EQ(
+            this=column("virtualtransaction", "x"), expression=column("virtualtransaction", "r")
+        ),
+        exp.EQ(this=column("locktype", "x"), expression=exp.Literal.string("transactionid")),
+        # its own transaction id (a lock it waits for on another's is a ShareLock)
+        exp.EQ(this=column("mode", "x"), expression=exp.Literal.string("ExclusiveLock")),
+    )
+    select = (
+        exp.select(exp.cast(column("transactionid", "x"), "TEXT"))
+        .distinct()
+        .from_(relation)
+        .join(own, on=joined)
+        .where(
+            exp.and_(
+                exp.EQ(this=column("locktype", "r"), expression=exp.Literal.string("relation")),
+                exp.EQ(
+                    this=column("relation", "r"),
+                    expression=exp.Anonymous(
+                        this="to_regclass",
+                        expressions=[exp.cast(exp.Placeholder(this="table"), "TEXT")],
+                    ),
+                ),
+            )
+        )
+    )
+    return flavor.render(select)
+
+
+def quoted_name(table_name: str, flavor: Flavor = DUCKDB) -> str:
+    """A table's name quoted as an identifier: the text value `table_writers` binds."""
+    return exp.to_identifier(table_name, quoted=True).sql(dialect=flavor.dialect)
+
+
 def batch_end(source: str, cursor_column: str, flavor: Flavor = DUCKDB) -> str:
     """The cursor value of the row at $offset among the rows in ($start, $end], in cursor
     order: where a batch of $offset + 1 rows ends."""
