@@ -158,9 +158,10 @@ class Snapshot:
     def parse(text: str) -> Snapshot:
         """From `xmin:xmax:xip,...`; raises ValueError otherwise."""
         parts = text.strip().split(":")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        listed = parts[2].split(",") if len(parts) == 3 and parts[2] else []
+        if len(parts) != 3 or not all(p.isdigit() for p in (parts[0], parts[1], *listed)):
             raise ValueError(f"not a snapshot: {text!r}")
-        xip = tuple(int(x) for x in parts[2].split(",") if x)
+        xip = tuple(int(x) for x in listed)
         snapshot = Snapshot(int(parts[0]), int(parts[1]), xip)
         if snapshot.xmax < snapshot.xmin or any(
             not snapshot.xmin <= x < snapshot.xmax for x in xip

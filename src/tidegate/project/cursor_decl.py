@@ -66,7 +66,7 @@ def cursor_spec(
             model.path,
             f"write_mode: a cursor model appends what is past its cursor (write_mode = "
             f'"append"), not {header.write_mode}',
-            model.header_line("write_mode"),
+            model.header_line("write_mode") or model.header_line("grain"),
         )
     if upstream:
         raise ConfigError(
