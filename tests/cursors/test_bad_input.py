@@ -135,7 +135,6 @@ def test_cursor_keys_on_a_time_grain_are_refused(events: CursorProject) -> None:
     "command",
     [
         ("run", MODEL, "--partition", "(0,3]"),
-        ("backfill", MODEL, "--partitions", "(0,3]"),
         ("rerun", "FIRST-RUN", "--partitions", "(0,3]", "--dry-run"),
         ("taint", MODEL, "--partitions", "(0,3]", "--reason", "bad rows"),
     ],
@@ -149,8 +148,8 @@ def test_ranges_of_a_cursor_model_are_refused(
     assert result.exit_code == 2, result.stdout + result.stderr
     assert one_line(result) == (
         "error: a cursor model's partitions are the intervals its runs processed: `tidegate run "
-        "MODEL` continues past its committed cursor (ranges of a cursor model cannot be "
-        "backfilled, rerun, tainted or compared yet)"
+        "MODEL` (or `backfill MODEL --partitions all`) continues past its committed cursor; "
+        "ranges of a cursor model cannot be rerun, tainted or compared yet"
     )
     assert (state_dump(events.root), warehouse_dump(events.root)) == before
 

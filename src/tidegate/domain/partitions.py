@@ -198,8 +198,8 @@ def parse_range(text: str, grain: Grain, keys: Sequence[str] = ()) -> PartitionR
     if grain is Grain.CURSOR:
         raise UsageError(
             "a cursor model's partitions are the intervals its runs processed: `tidegate run "
-            "MODEL` continues past its committed cursor (ranges of a cursor model cannot be "
-            "backfilled, rerun, tainted or compared yet)"
+            "MODEL` (or `backfill MODEL --partitions all`) continues past its committed cursor; "
+            "ranges of a cursor model cannot be rerun, tainted or compared yet"
         )
     if text == "all":
         if grain is not Grain.KEY:

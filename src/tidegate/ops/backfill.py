@@ -21,12 +21,13 @@ from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
-from tidegate.domain.partitions import IntervalSet, parse_range
+from tidegate.domain.partitions import Grain, IntervalSet, parse_range
 from tidegate.domain.run import Run
 from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
+from tidegate.ops import cursor_backfill
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.project import toml_errors
@@ -80,6 +81,11 @@ def active_version(
 def make_plan(ctx: Context, request: Request) -> BackfillPlan:
     version = active_version(ctx, request.model, request.force_paused)
     spec = version.spec
+    if spec.cursor is not None:
+        raise UsageError(
+            f"{spec.name} is a cursor model: its backfill reads its interval when it starts "
+            "(a dry run, or a distributed backfill, of a cursor model is not supported yet)"
+        )
     chosen = parse_range(request.partitions, spec.grain, spec.keys)
     first = spec.first_partition()
     if first is not None and chosen.start < first.start:
@@ -121,6 +127,9 @@ def start(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
 ) -> Result:
+    version = active_version(ctx, request.model, request.force_paused)
+    if version.spec.cursor is not None:
+        return _start_cursor(ctx, request, version, stop_flag, on_outcome, on_start, timer)
     plan = make_plan(ctx, request)
     refuse_empty(plan, request)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
@@ -155,6 +164,58 @@ def start(
         )
 
 
+def _start_cursor(
+    ctx: Context,
+    request: Request,
+    version: Version,
+    stop_flag: threading.Event,
+    on_outcome: Callable[[Outcome], None],
+    on_start: Callable[[str, BackfillPlan], None],
+    timer: Timer | None,
+) -> Result:
+    """A cursor model's backfill: its interval is read from the source once the run holds
+    the warehouse (see ops/cursor_backfill.py)."""
+    cursor_backfill.check_request(
+        version, request.partitions, request.stale_only, request.max_concurrency
+    )
+    template = BackfillPlan(
+        model=version.model,
+        version_id=version.version_id,
+        grain=Grain.CURSOR,
+        selection=(),
+        batch_size=request.batch_size,
+        rate_per_minute=parse_rate(request.rate),
+        stop_loss=request.stop_loss,
+    )
+    with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        run_id, plan = cursor_backfill.plan_and_create(
+            ctx,
+            session,
+            version,
+            template,
+            {"plan_file": request.plan_file, "plan_text": request.plan_text},
+            plan_hash(request),
+        )
+        announce_start(ctx, run_id, [plan.model])
+        on_start(run_id, plan)
+        outcomes: list[Outcome] = []
+        found = cursor_backfill.remaining_batches(
+            ctx, session, version, plan, IntervalSet(), outcomes
+        )
+        return _execute(
+            ctx,
+            session,
+            run_id,
+            plan,
+            IntervalSet(),
+            stop_flag,
+            cursor_backfill.recording(on_outcome, outcomes),
+            timer,
+            request.force_paused,
+            found,
+        )
+
+
 def refuse_empty(plan: BackfillPlan, request: Request) -> None:
     if plan.partitions == 0:
         raise UsageError(
@@ -184,9 +245,25 @@ def resume(
         if held is not None:
             raise RefusedError(f"backfill {run_id} cannot resume: {held}")
         done = IntervalSet.of(ctx.state.run_checkpoints(run_id, plan.model))
+        found: cursor_backfill.Batches | None = None
+        if plan.grain is Grain.CURSOR:
+            outcomes: list[Outcome] = []
+            found = cursor_backfill.remaining_batches(
+                ctx, session, _version_of(ctx, plan), plan, done, outcomes
+            )
+            on_outcome = cursor_backfill.recording(on_outcome, outcomes)
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
-        return _execute(ctx, session, run_id, plan, done, stop_flag, on_outcome, timer)
+        return _execute(
+            ctx, session, run_id, plan, done, stop_flag, on_outcome, timer, batches=found
+        )
+
+
+def _version_of(ctx: Context, plan: BackfillPlan) -> Version:
+    version = ctx.state.get_version(plan.version_id)
+    if version is None:
+        raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
+    return version
 
 
 def _execute(
@@ -199,10 +276,10 @@ def _execute(
     on_outcome: Callable[[Outcome], None],
     timer: Timer | None,
     force_paused: bool = False,
+    batches: cursor_backfill.Batches | None = None,
 ) -> Result:
-    version = ctx.state.get_version(plan.version_id)
-    if version is None:
-        raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
+    """Run the plan's batches (`batches` when given: a cursor model's), skipping `done`."""
+    version = _version_of(ctx, plan)
     timer = timer or SystemTimer()
     held = Polled(
         lambda: ctx.state.stop_requested(run_id) or held_back(ctx, plan, force_paused) is not None,
@@ -219,7 +296,7 @@ def _execute(
     # `resume` continues a run cut short from its checkpoints
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
         report = session.executor(timer).execute(
-            run_id, version, enumerate(plan.batches(skip=done)), options
+            run_id, version, batches or enumerate(plan.batches(skip=done)), options
         )
     status, reason = verdict(report)
     trigger = None if report.trigger is None else trigger_text(report.trigger)

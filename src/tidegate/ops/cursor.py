@@ -123,8 +123,8 @@ class CursorPlan:
 def plan_run(
     ctx: Context, engine: Engine, run_id: str, version: Version, timer: Timer
 ) -> CursorPlan:
-    """Read the cursor's extent and decide the watermark (recorded in the ledger with the
-    run, whether it moves the cursor or not)."""
+    """Read the cursor's extent and decide the watermark: the mark the run records (whether
+    it moves the cursor or not) once its run is in the ledger."""
     cursor = cursor_of(version)
     if not engine.capabilities.cursor_models:
         raise UsageError(
@@ -152,7 +152,6 @@ def plan_run(
         rule=rule,
         reason=reason,
     )
-    ctx.state.record_cursor_mark(mark)
     return CursorPlan(mark, start)
 
 
@@ -219,40 +218,47 @@ def cursor_batches(
     """What a run of a cursor model executes, and a note saying how far and why."""
     cursor = cursor_of(version)
     plan = plan_run(ctx, engine, run_id, version, SystemTimer())
+    ctx.state.record_cursor_mark(plan.mark)
     interval = plan.interval
     if interval is None:
         where = "nothing yet" if plan.start is None else f"cursor {cursor.show(plan.start)}"
         return iter(()), f"{version.model}: up to date at {where} ({plan.mark.reason})"
 
-    def halted() -> bool:
-        return any(
-            o.model == version.model and o.state is not AttemptState.PUBLISHED for o in outcomes
-        )
-
+    halted = failed_of(version.model, outcomes)
     shown = f"({cursor.show(interval[0])}, {cursor.show(interval[1])}]"
     note = f"{version.model}: cursor {shown}, watermark {plan.mark.rule.value}: {plan.mark.reason}"
-    return batches(engine, cursor, interval, halted), note
+    return batches(engine, cursor, interval, cursor.batch_rows, halted), note
+
+
+def failed_of(model: str, outcomes: Sequence[Outcome]) -> Callable[[], bool]:
+    """Whether a partition of `model` among `outcomes` (so far) was not published."""
+
+    def halted() -> bool:
+        return any(o.model == model and o.state is not AttemptState.PUBLISHED for o in outcomes)
+
+    return halted
 
 
 def batches(
     engine: Engine,
     cursor: CursorSpec,
     interval: tuple[int, int],
+    rows: int | None,
     halted: Callable[[], bool],
 ) -> Iterator[tuple[int, PartitionRange]]:
-    """The interval in batches of at most `batch_rows` source rows (rows sharing the last
-    value stay in one batch), each one partition; none after a batch that was not published,
-    so the cursor never passes an interval left behind."""
+    """The interval in batches of at most `rows` source rows (rows sharing the last value
+    stay in one batch; None: one batch), each one partition; none after a batch that was not
+    published, so the cursor never passes an interval left behind."""
     start, watermark = interval
     index = 0
     while start < watermark:
         end = watermark
-        if cursor.batch_rows is not None:
+        if rows is not None:
             found = engine.cursor_batch_end(
                 cursor.table,
                 cursor.column,
                 cursor_bounds(cursor.kind, start, watermark),
-                cursor.batch_rows,
+                rows,
             )
             if found is not None:
                 end = cursor_value(cursor.kind, found)
