@@ -1,5 +1,5 @@
 """`tidegate backfill MODEL --partitions all` on a cursor model: everything past the committed
-cursor up to the watermark, in batches of at most N source rows, with the stop, resume and
+cursor up to the watermark, in batches of at most N source rows, with the stop (Ctrl-C), resume and
 stop-loss of any backfill; resume continues the recorded interval, and is refused once another
 run has moved the cursor (those rows are processed already)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
-from tests.faults.ledger import live_attempts, runs_with_status, wait_until
+from tests.faults.ledger import live_attempts, runs_with_status
 from tests.kit import spawn, state_dump
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
 
@@ -36,31 +36,29 @@ def paused_after_first_batch(events: CursorProject) -> tuple[str, int]:
         events.root,
         env={ENVIRONMENT_VARIABLE: "after_ledger:1", SIGNAL_VARIABLE: "SIGSTOP"},
     )
-    wait_until(
-        "the first batch's checkpoint",
-        lambda: (
-            True
-            if runs_with_status(events.root, "running")
-            and not live_attempts(events.root)
-            and _stopped(process.pid)
-            else None
-        ),
-    )
+    _, status = os.waitpid(process.pid, os.WUNTRACED)  # returns once it stopped
+    assert os.WIFSTOPPED(status), status
     [run_id] = runs_with_status(events.root, "running")
+    assert live_attempts(events.root) == []
     return run_id, process.pid
 
 
-def _stopped(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+def continued_until_exit(pid: int) -> int:
+    """Continue a stopped process until it exits (were it to reach a later checkpoint, it
+    would stop there again); its exit code."""
+    while True:
+        os.kill(pid, signal.SIGCONT)
+        _, status = os.waitpid(pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            return os.waitstatus_to_exitcode(status)
 
 
 def test_a_stopped_cursor_backfill_resumes_its_recorded_interval(events: CursorProject) -> None:
     run_id, pid = paused_after_first_batch(events)
-    assert events.tidegate("backfill", "stop", run_id).exit_code == 0
-    os.kill(pid, signal.SIGCONT)
-    assert os.waitpid(pid, 0)[1] >> 8 == 5  # stopped on request
+    os.kill(pid, signal.SIGINT)  # Ctrl-C: handled as soon as it continues
+    assert continued_until_exit(pid) == 130  # stopped after the batch in flight
     assert events.target_ids() == [1, 2, 3, 4]
+    assert runs_with_status(events.root, "stopped") == [run_id]
     events.insert(3)  # 13..15 arrive after the plan was recorded
     resumed = events.tidegate("backfill", "resume", run_id, "--json")
     assert resumed.exit_code == 0, resumed.stderr
