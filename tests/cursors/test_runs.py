@@ -64,6 +64,11 @@ def test_batches_of_at_most_n_rows_each_publish_their_interval(tmp_path: Path) -
     events.insert(3)
     assert published(events.run()) == ["(10,13]"]
     assert events.target_ids() == events.source_ids()
+    # the report draws one cell per interval, not one per id
+    report = events.tidegate("report", "--out", str(events.root / "report.html"), "--json")
+    [model] = report.json()["models"]
+    assert (model["grain"], model["partitions"]) == ("cursor", 4)
+    assert model["counts"]["published"] == 4 and model["counts"]["missing"] == 0
 
 
 @pytest.mark.duckdb

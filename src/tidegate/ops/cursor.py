@@ -120,17 +120,21 @@ class CursorPlan:
         return self.start, watermark
 
 
+def cursor_engine(engine: Engine) -> None:
+    """Refuse a warehouse that cannot run cursor models (before anything is written)."""
+    if not engine.capabilities.cursor_models:
+        raise UsageError(
+            f"cursor models run on a DuckDB or PostgreSQL warehouse, not yet on {engine.name}"
+        )
+
+
 def plan_run(
     ctx: Context, engine: Engine, run_id: str, version: Version, timer: Timer
 ) -> CursorPlan:
     """Read the cursor's extent and decide the watermark: the mark the run records (whether
     it moves the cursor or not) once its run is in the ledger."""
     cursor = cursor_of(version)
-    if not engine.capabilities.cursor_models:
-        raise UsageError(
-            f"{version.model} is a cursor model: cursor models run on a DuckDB or PostgreSQL "
-            f"warehouse, not yet on {engine.name}"
-        )
+    cursor_engine(engine)
     where = position(ctx.state, version)
     low, high, seen = _extent(engine, cursor)
     start = where.value if where.value is not None else (None if low is None else low - 1)

@@ -18,7 +18,7 @@ from tidegate.execution.session import writer_session
 from tidegate.ops import correctness
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
-from tidegate.ops.cursor import cursor_batches, position
+from tidegate.ops.cursor import cursor_batches, cursor_engine, position
 from tidegate.ops.schedule import CATCH_UP, due_partitions
 from tidegate.ops.taint import tainted_outcomes
 
@@ -104,6 +104,8 @@ def run(
     plan, notes = _plan(ctx, selected, partition, force)
     pending = correctness.pending_deploys(ctx, [version for version, _ in plan])
     with writer_session(project, ctx.state, ctx.clock, ctx.wait) as session:
+        if any(chosen is None for _, chosen in plan):
+            cursor_engine(session.engine)
         run_id = new_run_id()
         ctx.state.create_run(
             Run(
