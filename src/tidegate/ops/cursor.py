@@ -71,7 +71,7 @@ def position(state: StateStore, version: Version) -> Position:
     newest = state.newest_published(version.model)
     own = any(version_id == version.version_id for version_id, *_ in newest)
     same: tuple[Version, int] | None = None
-    others: list[Version] = []
+    others: list[tuple[Version, CursorSpec]] = []
     for version_id, _, end, _ in newest:
         other = version if version_id == version.version_id else state.get_version(version_id)
         if other is None or other.spec.cursor is None:
@@ -79,7 +79,7 @@ def position(state: StateStore, version: Version) -> Position:
         if other.spec.cursor.identity == cursor.identity:
             same = (other, end)
             break
-        others.append(other)
+        others.append((other, other.spec.cursor))
     if cursor.start is not None and not own:
         if same is not None and cursor.start < same[1] and version.spec.duplicates_on_republish:
             raise RefusedError(
@@ -95,12 +95,11 @@ def position(state: StateStore, version: Version) -> Position:
         committed = f"after the committed cursor {cursor.show(end)} (published by v{other.seq})"
         return Position(end, committed)
     if others:
-        measured = others[0].spec.cursor
-        assert measured is not None
+        other, measured = others[0]
         raise RefusedError(
             f"{version.model} v{version.seq} reads its cursor from {cursor.table}.{cursor.column}"
             f", but the committed cursor was measured in {measured.table}.{measured.column} "
-            f"(v{others[0].seq}); declare cursor_start in the new version"
+            f"(v{other.seq}); declare cursor_start in the new version"
         )
     return Position(None, "from the source's first row (nothing committed yet)")
 
