@@ -109,8 +109,24 @@ def test_a_cursor_backfill_takes_all_and_one_batch_at_a_time(events: CursorProje
     for args, message in (
         (("--partitions", "(0,4]"), "backfill it with --partitions all"),
         (("--partitions", "all", "--max-concurrency", "2"), "--max-concurrency 1"),
-        (("--partitions", "all", "--dry-run"), "a dry run, or a distributed backfill"),
     ):
         refused = events.tidegate("backfill", MODEL, *args)
         assert refused.exit_code == 2
         assert message in refused.stderr
+
+
+def test_a_dry_run_shows_the_interval_and_its_batches_and_writes_nothing(
+    events: CursorProject,
+) -> None:
+    before = state_dump(events.root)
+    shown = events.tidegate(*START, "--dry-run", "--json")
+    assert shown.exit_code == 0, shown.stderr
+    plan = shown.json()
+    assert (plan["ranges"], plan["batches"], plan["batch_size"]) == (["(0,12]"], 3, 4)
+    assert plan["first_batches"] == ["(0,4]", "(4,8]", "(8,12]"]
+    assert plan["source_rows"] == {"events": 12}
+    assert state_dump(events.root) == before
+    assert (
+        "partitions   3 in 3 batch(es) of up to 4: (0,12]"
+        in events.tidegate(*START, "--dry-run").stdout
+    )

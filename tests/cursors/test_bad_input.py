@@ -131,6 +131,20 @@ def test_cursor_keys_on_a_time_grain_are_refused(events: CursorProject) -> None:
     )
 
 
+def test_a_model_reading_a_cursor_model_is_refused(events: CursorProject) -> None:
+    (events.root / "models" / "kinds.sql").write_text(
+        '/* tidegate\ngrain = "key"\nkey_column = "kind"\nkeys = ["k0"]\n\n[columns]\n'
+        'kind = "VARCHAR NOT NULL"\n*/\nSELECT DISTINCT kind FROM event_amounts '
+        "WHERE kind = $key\n"
+    )
+    result = events.tidegate("build")
+    assert result.exit_code == 2
+    assert one_line(result) == (
+        "error: models/kinds.sql:9: reads the cursor model 'event_amounts': reading a cursor "
+        "model is not supported yet"
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -84,7 +84,7 @@ def make_plan(ctx: Context, request: Request) -> BackfillPlan:
     if spec.cursor is not None:
         raise UsageError(
             f"{spec.name} is a cursor model: its backfill reads its interval when it starts "
-            "(a dry run, or a distributed backfill, of a cursor model is not supported yet)"
+            "(a distributed backfill of a cursor model is not supported yet)"
         )
     chosen = parse_range(request.partitions, spec.grain, spec.keys)
     first = spec.first_partition()
@@ -175,18 +175,7 @@ def _start_cursor(
 ) -> Result:
     """A cursor model's backfill: its interval is read from the source once the run holds
     the warehouse (see ops/cursor_backfill.py)."""
-    cursor_backfill.check_request(
-        version, request.partitions, request.stale_only, request.max_concurrency
-    )
-    template = BackfillPlan(
-        model=version.model,
-        version_id=version.version_id,
-        grain=Grain.CURSOR,
-        selection=(),
-        batch_size=request.batch_size,
-        rate_per_minute=parse_rate(request.rate),
-        stop_loss=request.stop_loss,
-    )
+    template = _cursor_template(version, request)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
         run_id, plan = cursor_backfill.plan_and_create(
             ctx,
@@ -214,6 +203,24 @@ def _start_cursor(
             request.force_paused,
             found,
         )
+
+
+def _cursor_template(version: Version, request: Request) -> BackfillPlan:
+    cursor_backfill.check_request(
+        version, request.partitions, request.stale_only, request.max_concurrency
+    )
+    return cursor_backfill.template(
+        version, request.batch_size, parse_rate(request.rate), request.stop_loss
+    )
+
+
+def dry_run(ctx: Context, request: Request) -> tuple[BackfillPlan, dict[str, Any]]:
+    """The plan a backfill would follow and its blast radius; writes nothing."""
+    version = active_version(ctx, request.model, request.force_paused)
+    if version.spec.cursor is not None:
+        return cursor_backfill.blast_radius(ctx, version, _cursor_template(version, request))
+    plan = make_plan(ctx, request)
+    return plan, blast_radius(ctx, plan)
 
 
 def refuse_empty(plan: BackfillPlan, request: Request) -> None:

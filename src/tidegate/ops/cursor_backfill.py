@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
+from itertools import islice
 
 from tidegate.domain.attempt import RunStatus
-from tidegate.domain.backfill import BackfillPlan
+from tidegate.domain.backfill import BackfillPlan, StopLoss
 from tidegate.domain.clock import SystemTimer, stamp
+from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import new_run_id
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import Grain, IntervalSet, PartitionRange
 from tidegate.domain.run import Run
+from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Outcome
 from tidegate.execution.session import WriterSession
 from tidegate.ops.context import Context
@@ -44,6 +48,61 @@ def rows_per_batch(version: Version, batch_size: int) -> int | None:
     """--batch-size N (N > 1) source rows per batch; otherwise the model's cursor_batch_rows,
     or the whole interval in one batch (None)."""
     return batch_size if batch_size > 1 else cursor_of(version).batch_rows
+
+
+def template(
+    version: Version, batch_size: int, rate: int | None, stop_loss: StopLoss
+) -> BackfillPlan:
+    """A cursor backfill's plan but its interval; the batch size it records is the rows per
+    batch (1: the whole interval), which reads the same way on resume."""
+    return BackfillPlan(
+        model=version.model,
+        version_id=version.version_id,
+        grain=Grain.CURSOR,
+        selection=(),
+        batch_size=rows_per_batch(version, batch_size) or 1,
+        rate_per_minute=rate,
+        stop_loss=stop_loss,
+    )
+
+
+def blast_radius(
+    ctx: Context, version: Version, template: BackfillPlan
+) -> tuple[BackfillPlan, dict[str, object]]:
+    """What a backfill would process now, read with the warehouse opened read-only: the
+    interval up to the watermark, its source rows, the first batches. Writes nothing."""
+    cursor = cursor_of(version)
+    engine = open_engine(ctx.project, ctx.wait, read_only=True)
+    try:
+        decided = plan_run(ctx, engine, "", version, SystemTimer())
+        interval = decided.interval
+        if interval is None:
+            raise UsageError(
+                f"nothing to backfill: {version.model} is up to date ({decided.mark.reason})"
+            )
+        rows = rows_per_batch(version, template.batch_size)
+        bounds = cursor_bounds(cursor.kind, *interval)
+        count = engine.cursor_fingerprint(cursor.table, cursor.column, bounds).rows
+        shown = [b.label() for _, b in islice(batches(engine, cursor, interval, rows, _never), 10)]
+    finally:
+        engine.close()
+    planned = -(-count // rows) if rows else 1
+    per_batch = ctx.state.mean_publish_seconds(version.model)
+    plan = replace(template, selection=(interval,), requested="all")
+    return plan, {
+        "partitions": planned,
+        "batches": planned,
+        "ranges": [PartitionRange(Grain.CURSOR, *interval).label()],
+        "first_batches": shown,
+        "source_rows": {cursor.source: count},
+        "downstream": [],
+        "refused": [],
+        "estimated_seconds": None if per_batch is None else round(per_batch * planned, 1),
+    }
+
+
+def _never() -> bool:
+    return False
 
 
 def plan_and_create(

@@ -91,6 +91,7 @@ def load_project(root: Path) -> Project:
         model_file, program = _read(root, file)
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
+    _refuse_reading_cursor_models(models, model_files)
     for consumer in settings.consumers:
         if consumer.model not in models:
             text = (root / PROJECT_FILE).read_text()
@@ -111,6 +112,28 @@ def load_project(root: Path) -> Project:
         )
         raise ConfigError(model_file.path, str(error), line) from None
     return Project(root, settings, sources, models, tuple(order))
+
+
+def _refuse_reading_cursor_models(
+    models: dict[str, ModelSpec], model_files: dict[str, ModelFile]
+) -> None:
+    """A model reads upstream partitions by their time windows or keys; a cursor model's
+    intervals are neither, so no model may read one yet."""
+    for name, spec in models.items():
+        for parent in spec.upstream:
+            if models[parent].cursor is None:
+                continue
+            model_file = model_files[name]
+            line = (
+                model_file.header_line("upstream")
+                if isinstance(model_file.header, ProgramHeader)
+                else _table_line(model_file, parent, parse_query(model_file.sql))
+            )
+            raise ConfigError(
+                model_file.path,
+                f"reads the cursor model {parent!r}: reading a cursor model is not supported yet",
+                line,
+            )
 
 
 def model_files_of(root: Path) -> list[Path]:
