@@ -121,3 +121,24 @@ def test_a_changed_cursor_column_needs_a_cursor_start(events: CursorProject) -> 
     events.insert(5)  # created_at 00:00:11 .. 00:00:15
     assert events.tidegate("run", MODEL).exit_code == 0
     assert events.target_ids() == events.source_ids() == list(range(1, 16))
+
+
+def test_a_rollback_past_a_version_with_another_cursor_column_is_refused(
+    events: CursorProject,
+) -> None:
+    # v1 (cursor on id) published up to 10; v2 reads created_at from its cursor_start
+    events.write_model(sql=TIMESTAMP_MODEL.format(extra='cursor_start = "2026-01-01 00:00:10"\n'))
+    assert events.tidegate("build").exit_code == 0
+    deployed = events.tidegate("deploy", MODEL, "--force", "--reason", "created_at cursor")
+    assert deployed.exit_code == 0, deployed.stderr
+    events.insert(5)
+    assert events.tidegate("run", MODEL).exit_code == 0
+    assert events.target_ids() == list(range(1, 16))
+    before = state_dump(events.root)
+    back = events.tidegate("rollback", MODEL, "--reason", "back to id")
+    assert back.exit_code == 3, back.stdout + back.stderr
+    assert "is stale: v2 published from events.created_at after it" in back.stderr
+    assert state_dump(events.root) == before
+    events.insert(2)
+    assert events.tidegate("run", MODEL).exit_code == 0  # v2 still runs, from its own cursor
+    assert events.target_ids() == events.source_ids() == list(range(1, 18))

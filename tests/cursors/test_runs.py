@@ -109,3 +109,17 @@ def test_a_timestamp_cursor_with_a_lag_leaves_the_newest_rows_for_later(tmp_path
     shown = events.tidegate("show", "run", run["run_id"], "--json").json()
     assert shown["cursor"][0]["watermark"] == "2026-01-01 00:00:20"
     assert shown["cursor"][0]["reason"] == "max 2026-01-01 00:00:30 minus lag 10s"
+
+
+@pytest.mark.duckdb
+def test_the_committed_cursor_is_the_furthest_interval_whatever_the_clock(tmp_path: Path) -> None:
+    events = cursor_project(tmp_path / "proj")
+    events.insert(10)
+    future = events.tidegate("run", MODEL, "--json", "--as-of", "2030-01-01T00:00:00Z")
+    assert future.exit_code == 0, future.stderr
+    events.insert(10)
+    events.run()
+    events.insert(5)
+    last = events.run()
+    assert published(last) == ["(20,25]"]
+    assert events.target_ids() == events.source_ids() == list(range(1, 26))

@@ -72,18 +72,23 @@ class CursorStoreContract:
         assert store.cursor_marks("daily_revenue", "raw_events", "created_at") == []
         assert [m.model for m in store.run_cursor_marks(RUN_B)] == ["daily_revenue", "other"]
 
-    def test_the_newest_published_interval_of_each_version(self, store: StateStore) -> None:
+    def test_each_versions_furthest_end_last_published_first_whatever_the_clock(
+        self, store: StateStore
+    ) -> None:
         for found in (CURSOR_V1, CURSOR_V2):
             store.save_version(found)
         store.create_run(run(RUN_A))
         assert store.newest_published("daily_revenue") == []
-        published_interval(store, "att-1", 0, 40, CURSOR_V1.version_id, AT)
-        published_interval(store, "att-2", 40, 65, CURSOR_V1.version_id, LATER)
-        published_interval(store, "att-3", 5, 30, CURSOR_V2.version_id, AT)
-        assert store.newest_published("daily_revenue") == [
-            (CURSOR_V1.version_id, 40, 65, LATER),
-            (CURSOR_V2.version_id, 5, 30, AT),
+        published_interval(store, "att-1", 5, 30, CURSOR_V2.version_id, LATER)
+        published_interval(store, "att-2", 0, 40, CURSOR_V1.version_id, LATER)
+        # published last, stamped earlier (--as-of, or a clock set back)
+        published_interval(store, "att-3", 40, 65, CURSOR_V1.version_id, AT)
+        found = store.newest_published("daily_revenue")
+        assert [(version_id, end) for version_id, end, _ in found] == [
+            (CURSOR_V1.version_id, 65),
+            (CURSOR_V2.version_id, 30),
         ]
+        assert found[0][2] > found[1][2]
 
     def test_a_retried_interval_is_published_with_the_end_it_processed(
         self, store: StateStore

@@ -63,23 +63,28 @@ def cursor_of(version: Version) -> CursorSpec:
 
 def position(state: StateStore, version: Version) -> Position:
     """The committed cursor `version` continues from: the cursor_start it declares until it
-    has published, otherwise the end of the newest partition published by a version measuring
-    the same source column. Raises RefusedError when the model's cursor was measured in
-    another column and the version declares no cursor_start, or when its cursor_start would
-    append rows a second time."""
+    has published, otherwise the furthest end published by the version measuring the same
+    source column that published last. Raises RefusedError when that cursor is stale (a version
+    measuring another column published after it) or was measured in another column, and the
+    version declares no cursor_start it has not yet moved past, or when its cursor_start would
+    append rows a second time.
+
+    Which version published last is the ledger's order of attempts, never a timestamp (which
+    follows --as-of and the clock)."""
     cursor = cursor_of(version)
-    newest = state.newest_published(version.model)
-    own = any(version_id == version.version_id for version_id, *_ in newest)
+    published = state.newest_published(version.model)  # last published first
+    own = any(version_id == version.version_id for version_id, *_ in published)
     same: tuple[Version, int] | None = None
-    others: list[tuple[Version, CursorSpec]] = []
-    for version_id, _, end, _ in newest:
+    newer: tuple[Version, CursorSpec] | None = None  # another column, published after `same`
+    for version_id, end, _ in published:
         other = version if version_id == version.version_id else state.get_version(version_id)
         if other is None or other.spec.cursor is None:
             continue
         if other.spec.cursor.identity == cursor.identity:
             same = (other, end)
             break
-        others.append((other, other.spec.cursor))
+        if newer is None:
+            newer = (other, other.spec.cursor)
     if cursor.start is not None and not own:
         if same is not None and cursor.start < same[1] and version.spec.duplicates_on_republish:
             raise RefusedError(
@@ -90,17 +95,24 @@ def position(state: StateStore, version: Version) -> Position:
             )
         declared = f"after cursor_start {cursor.show(cursor.start)} (declared by v{version.seq})"
         return Position(cursor.start, declared)
-    if same is not None:
-        other, end = same
-        committed = f"after the committed cursor {cursor.show(end)} (published by v{other.seq})"
-        return Position(end, committed)
-    if others:
-        other, measured = others[0]
+    if newer is not None:
+        other, measured = newer
+        if same is not None:
+            raise RefusedError(
+                f"{version.model} v{version.seq}: the committed cursor "
+                f"{cursor.show(same[1])} of {cursor.table}.{cursor.column} is stale: v{other.seq} "
+                f"published from {measured.table}.{measured.column} after it; deploy a new "
+                "version declaring cursor_start"
+            )
         raise RefusedError(
             f"{version.model} v{version.seq} reads its cursor from {cursor.table}.{cursor.column}"
             f", but the committed cursor was measured in {measured.table}.{measured.column} "
             f"(v{other.seq}); declare cursor_start in the new version"
         )
+    if same is not None:
+        other, end = same
+        committed = f"after the committed cursor {cursor.show(end)} (published by v{other.seq})"
+        return Position(end, committed)
     return Position(None, "from the source's first row (nothing committed yet)")
 
 

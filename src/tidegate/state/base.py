@@ -287,9 +287,10 @@ class StateStore(Protocol):
 
     def run_cursor_marks(self, run_id: str) -> list[CursorMark]: ...
 
-    def newest_published(self, model: str) -> list[tuple[str, int, int, str]]:
-        """Per version of `model` that published partitions: (version id, start and end of its
-        newest published partition, when it was published), newest first."""
+    def newest_published(self, model: str) -> list[tuple[str, int, int]]:
+        """Per version of `model` that published partitions: (version id, the furthest end it
+        published, the ledger sequence of its last published attempt), last published first
+        (by that sequence, never by a timestamp)."""
 
     # partitions (the read model)
     def partition(self, model: str, start: int) -> PublishedPartition | None: ...

@@ -45,19 +45,19 @@ class CursorTables(LedgerTables):
         rows = self._all("SELECT * FROM cursor_marks WHERE run_id = ? ORDER BY model", (run_id,))
         return [_mark(r) for r in rows]
 
-    def newest_published(self, model: str) -> list[tuple[str, int, int, str]]:
-        """Per version of `model` that published partitions: (version id, start and end of its
-        newest published partition, when it was published)."""
+    def newest_published(self, model: str) -> list[tuple[str, int, int]]:
+        """Per version of `model` that published partitions: (version id, the furthest end it
+        published, the ledger's sequence of its last published attempt), last published first.
+        The sequence is the attempts' insertion order, not a timestamp: --as-of and the clock
+        do not reorder it."""
         rows = self._all(
-            "SELECT p.version_id, p.partition_start, p.partition_end, p.published_at "
-            "FROM partitions AS p WHERE p.model = ? AND p.attempt_id IS NOT NULL "
-            "AND p.published_at = (SELECT max(q.published_at) FROM partitions AS q "
-            "WHERE q.model = p.model AND q.version_id = p.version_id "
-            "AND q.attempt_id IS NOT NULL) "
-            "ORDER BY p.published_at DESC, p.partition_end DESC",
+            "SELECT p.version_id, max(p.partition_end), max(a.rowid) "
+            "FROM partitions AS p JOIN attempts AS a ON a.attempt_id = p.attempt_id "
+            "WHERE p.model = ? AND p.attempt_id IS NOT NULL "
+            "GROUP BY p.version_id ORDER BY max(a.rowid) DESC",
             (model,),
         )
-        return [(str(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in rows]
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
 
 
 def _mark(row: Any) -> CursorMark:
