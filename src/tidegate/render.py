@@ -267,8 +267,8 @@ def run_detail(document: dict[str, Any]) -> None:
         console.print(f"  plan file sha256 {document['plan_hash'][:12]}")
     for mark in document.get("cursor", []):
         text = f"  cursor {mark['model']} ({mark['cursor']}): {_mark_text(mark)}"
-        if mark["snapshot"]:
-            text += f" [max {mark['candidate']} at snapshot {mark['snapshot']}]"
+        if mark["open_transactions"]:
+            text += f" [max {mark['candidate']} read while open: {mark['open_transactions']}]"
         console.print(text, markup=False, highlight=False)
     table = Table(
         "model", "partition", "batch", "state", "rows", "checksum", "reconciled", "error", "taint"

@@ -1,4 +1,5 @@
-"""The watermark rules as pure logic over snapshot values, and the cursor's units."""
+"""The watermark rules as pure logic over the transactions open at each read, and the
+cursor's units."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from tidegate.domain.cursor import (
     CursorKind,
     Observation,
-    Snapshot,
+    OpenTransactions,
     blocking,
     cursor_value,
     from_micros,
@@ -22,68 +23,52 @@ from tidegate.domain.cursor import (
 )
 
 
-def test_a_snapshot_reads_and_prints_as_postgresql_writes_it() -> None:
-    found = Snapshot.parse("750:760:752,755")
-    assert found == Snapshot(750, 760, (752, 755))
-    assert str(found) == "750:760:752,755"
-    assert Snapshot.parse("10:10:") == Snapshot(10, 10, ())
+def open_at(*ids: str) -> OpenTransactions:
+    return OpenTransactions(frozenset(ids))
 
 
-@pytest.mark.parametrize("text", ["", "1:2", "a:b:", "5:4:", "5:9:3", "5:9:9", "5:9:6,x"])
-def test_a_malformed_snapshot_is_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="not a snapshot"):
-        Snapshot.parse(text)
+def test_open_transactions_read_and_print_as_pg_locks_lists_them() -> None:
+    found = OpenTransactions.parse("12/7,3/45,-1/900")
+    assert found == open_at("3/45", "12/7", "-1/900")
+    assert str(found) == "-1/900,3/45,12/7"
+    assert OpenTransactions.parse("") == OpenTransactions.parse(None) == open_at()
 
 
-def test_a_transaction_ended_below_xmin_or_below_xmax_outside_xip() -> None:
-    now = Snapshot(100, 110, (103,))
-    assert now.ended(99) and now.ended(104)
-    assert not now.ended(103)  # in progress
-    assert not now.ended(110)  # not started at the snapshot: not known to have ended
+@pytest.mark.parametrize("text", ["1:2:", "a/b", "3/", "3/4,x", "3/4;5/6"])
+def test_a_malformed_list_of_open_transactions_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a list of open transactions"):
+        OpenTransactions.parse(text)
 
 
-def test_the_transactions_that_block_a_candidate_are_those_still_open_that_write_the_source() -> (
-    None
-):
-    seen = Snapshot(100, 110, (101, 103, 105))
-    now = Snapshot(103, 120, (103, 105, 112))
-    assert now.open_of(seen) == (103, 105)
-    assert blocking(seen, now, None) == (103, 105)
-    assert blocking(seen, now, frozenset({105, 112})) == (105,)
-    # pg_locks shows 32-bit ids; snapshots carry the epoch in the high bits
-    epoch = 3 * 2**32
-    wide = Snapshot(epoch + 100, epoch + 110, (epoch + 105,))
-    assert blocking(wide, wide, frozenset({105})) == (epoch + 105,)
+def test_every_transaction_open_at_the_read_and_still_open_blocks_it() -> None:
+    # open at the read: whether they had written (an xid) or not is not asked
+    seen = open_at("3/10", "4/20", "5/30")
+    now = open_at("4/20", "5/30", "6/40")  # 3/10 ended, 6/40 started after the read
+    assert blocking(seen, now) == ("4/20", "5/30")
+    assert blocking(seen, open_at("6/40")) == ()
 
 
 def test_the_newest_settled_candidate_is_the_watermark() -> None:
-    now = Snapshot(200, 210, (204,))
-    newest = Observation(600, Snapshot(200, 205, (204,)))  # 204 is still open
-    earlier = Observation(500, Snapshot(150, 160, (155,)))  # 155 has ended
-    oldest = Observation(400, Snapshot(100, 101, ()))
+    now = open_at("2/204")
+    newest = Observation(600, open_at("2/204"))  # still open
+    earlier = Observation(500, open_at("3/155"))  # has ended
+    oldest = Observation(400, open_at())
     found = snapshot_watermark([newest, earlier, oldest], now)
     assert found.value == 500
     assert found.reason == (
-        "max 500 (an earlier run's snapshot); newer rows wait for transaction(s) 204 still open"
+        "max 500 (an earlier run's read); newer rows wait for transaction(s) 2/204 still open"
     )
-    assert snapshot_watermark([earlier], now).reason == "max 500 settled (this run's snapshot)"
+    assert snapshot_watermark([earlier], now).reason == "max 500 settled (this run's read)"
 
 
 def test_nothing_settled_means_no_watermark_and_says_what_it_waits_for() -> None:
-    now = Snapshot(200, 210, tuple(range(201, 208)))
-    found = snapshot_watermark([Observation(600, Snapshot(200, 209, tuple(range(201, 208))))], now)
+    now = open_at(*(f"{n}/1" for n in range(1, 8)))
+    found = snapshot_watermark([Observation(600, now)], now)
     assert found.value is None
     assert found.reason == (
-        "waiting for transaction(s) 201, 202, 203, 204, 205 and 2 more still open"
+        "waiting for transaction(s) 1/1, 2/1, 3/1, 4/1, 5/1 and 2 more still open"
     )
     assert snapshot_watermark([Observation(None, now)], now).reason == "the source has no rows"
-
-
-def test_an_open_transaction_that_does_not_write_the_source_does_not_hold_it_back() -> None:
-    now = Snapshot(200, 210, (204,))
-    seen = Observation(600, Snapshot(200, 205, (204,)))
-    assert snapshot_watermark([seen], now, frozenset()).value == 600
-    assert snapshot_watermark([seen], now, frozenset({204})).value is None
 
 
 def test_the_lag_rule_keeps_a_margin_below_max_and_for_timestamps_below_now() -> None:

@@ -27,8 +27,8 @@ class CursorKind(str, Enum):
 class WatermarkRule(str, Enum):
     """How far a run may advance the cursor."""
 
-    # the newest max(cursor) whose snapshot has settled: every transaction open when it was read
-    # has ended (PostgreSQL, where ids and timestamps commit out of order)
+    # the newest max(cursor) that has settled: every transaction open when it was read has
+    # ended (PostgreSQL, where ids and timestamps commit out of order)
     SNAPSHOT = "snapshot"
     # max(cursor) - lag, or for timestamps also at most now - lag (a declared `cursor_lag`)
     LAG = "lag"
@@ -145,49 +145,48 @@ def parse_lag(kind: CursorKind, text: str | int) -> int:
 # watermark rules ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """A PostgreSQL snapshot (`pg_current_snapshot()`): transactions below xmin have ended,
-    those at or above xmax had not started, and those in xip were in progress."""
+# PostgreSQL's virtual transaction ids as pg_locks shows them (`backend/local`; `-1/xid` for a
+# prepared transaction): every transaction has one from its first statement, before it writes
+_TRANSACTION = re.compile(r"^-?\d+/\d+$")
 
-    xmin: int
-    xmax: int
-    xip: tuple[int, ...] = ()
+
+@dataclass(frozen=True)
+class OpenTransactions:
+    """The transactions open at one moment on a PostgreSQL server (other than tidegate's own
+    sessions and sessions of other databases), whether or not they have written anything yet:
+    a transaction that started before a read may still commit a row whose cursor value it took
+    (its now(), the id it drew) before that read."""
+
+    ids: frozenset[str] = frozenset()
 
     @staticmethod
-    def parse(text: str) -> Snapshot:
-        """From `xmin:xmax:xip,...`; raises ValueError otherwise."""
-        parts = text.strip().split(":")
-        listed = parts[2].split(",") if len(parts) == 3 and parts[2] else []
-        if len(parts) != 3 or not all(p.isdigit() for p in (parts[0], parts[1], *listed)):
-            raise ValueError(f"not a snapshot: {text!r}")
-        xip = tuple(int(x) for x in listed)
-        snapshot = Snapshot(int(parts[0]), int(parts[1]), xip)
-        if snapshot.xmax < snapshot.xmin or any(
-            not snapshot.xmin <= x < snapshot.xmax for x in xip
-        ):
-            raise ValueError(f"not a snapshot: {text!r}")
-        return snapshot
+    def parse(text: str | None) -> OpenTransactions:
+        """From `3/45,7/12` (empty or None: none); raises ValueError otherwise."""
+        listed = [t for t in (text or "").strip().split(",") if t]
+        if not all(_TRANSACTION.match(t) for t in listed):
+            raise ValueError(f"not a list of open transactions: {text!r}")
+        return OpenTransactions(frozenset(listed))
 
     def __str__(self) -> str:
-        return f"{self.xmin}:{self.xmax}:{','.join(str(x) for x in self.xip)}"
+        return ",".join(sorted(self.ids, key=_transaction_order))
 
-    def ended(self, xid: int) -> bool:
-        """Whether transaction `xid` had ended (committed or aborted) at this snapshot."""
-        return xid < self.xmin or (xid < self.xmax and xid not in self.xip)
+    def still_open(self, now: OpenTransactions) -> tuple[str, ...]:
+        """The transactions open here that are still open at `now`."""
+        return tuple(sorted(self.ids & now.ids, key=_transaction_order))
 
-    def open_of(self, earlier: Snapshot) -> tuple[int, ...]:
-        """The transactions in progress at `earlier` that are still in progress now."""
-        return tuple(x for x in earlier.xip if not self.ended(x))
+
+def _transaction_order(text: str) -> tuple[int, int]:
+    backend, local = text.split("/")
+    return int(backend), int(local)
 
 
 @dataclass(frozen=True)
 class Observation:
-    """One read of max(cursor) and, where transactions commit out of order, the snapshot it was
-    read in (both in one statement)."""
+    """One read of max(cursor) and, where transactions commit out of order, the transactions
+    open just after that read's snapshot was taken (read in the same statement)."""
 
     candidate: int | None  # None: the source had no rows
-    snapshot: Snapshot | None = None
+    open: OpenTransactions | None = None
 
 
 @dataclass(frozen=True)
@@ -198,44 +197,34 @@ class Watermark:
     reason: str
 
 
-XID_MODULUS = 2**32
-
-
-def blocking(seen: Snapshot, now: Snapshot, writers: frozenset[int] | None) -> tuple[int, ...]:
-    """The transactions in progress at `seen` that still are at `now` and, when `writers` is
-    known (the 32-bit ids of the transactions now holding a lock on the source table), that
-    write the source: only those can still commit a value at or below what `seen` saw. A
-    transaction that wrote a value below the candidate took the table's lock before `seen`
-    was read, and holds it until it ends."""
-    still_open = now.open_of(seen)
-    if writers is None:
-        return still_open
-    return tuple(x for x in still_open if x % XID_MODULUS in writers)
+def blocking(seen: OpenTransactions, now: OpenTransactions) -> tuple[str, ...]:
+    """The transactions open at `seen` that still are at `now`: any of them may still commit a
+    value at or below what `seen` read (it took the value inside the transaction, possibly
+    before the read). A transaction that started after the read takes values above it."""
+    return seen.still_open(now)
 
 
 def snapshot_watermark(
     observations: Sequence[Observation],
-    now: Snapshot,
-    writers: frozenset[int] | None = None,
+    now: OpenTransactions,
     show: Callable[[int], str] = str,
 ) -> Watermark:
-    """The newest observed candidate that is safe: every transaction in progress at its
-    snapshot that writes the source (see `blocking`) has ended by `now`, so any row at or
-    below it (ids and clock timestamps are assigned in time order) is visible from now on.
-    `observations` newest first."""
-    waiting: tuple[int, ...] = ()
+    """The newest observed candidate that is safe: every transaction open when it was read
+    has ended by `now`, so any row at or below it (values taken inside their transactions, in
+    time order) is visible from now on. `observations` newest first."""
+    waiting: tuple[str, ...] = ()
     for index, seen in enumerate(observations):
-        if seen.candidate is None or seen.snapshot is None:
+        if seen.candidate is None or seen.open is None:
             continue
-        still_open = blocking(seen.snapshot, now, writers)
+        still_open = blocking(seen.open, now)
         if not still_open:
             which = "this run's" if index == 0 else "an earlier run's"
             shown = show(seen.candidate)
             if not waiting:
-                return Watermark(seen.candidate, f"max {shown} settled ({which} snapshot)")
+                return Watermark(seen.candidate, f"max {shown} settled ({which} read)")
             return Watermark(
                 seen.candidate,
-                f"max {shown} ({which} snapshot); newer rows wait for transaction(s) "
+                f"max {shown} ({which} read); newer rows wait for transaction(s) "
                 f"{_xids(waiting)} still open",
             )
         if not waiting:
@@ -271,7 +260,7 @@ def max_watermark(candidate: int | None, show: Callable[[int], str] = str) -> Wa
     return Watermark(candidate, f"max {show(candidate)} (one writer, no transaction in flight)")
 
 
-def _xids(xids: Sequence[int]) -> str:
+def _xids(xids: Sequence[object]) -> str:
     shown = ", ".join(str(x) for x in xids[:5])
     return shown + (f" and {len(xids) - 5} more" if len(xids) > 5 else "")
 
@@ -286,7 +275,7 @@ class CursorMark:
     column: str
     observed_at: str
     candidate: int | None
-    snapshot: str | None
+    snapshot: str | None  # the transactions open at the read (OpenTransactions)
     committed: int | None
     watermark: int | None
     rule: WatermarkRule
@@ -295,5 +284,5 @@ class CursorMark:
     @property
     def observation(self) -> Observation:
         return Observation(
-            self.candidate, None if self.snapshot is None else Snapshot.parse(self.snapshot)
+            self.candidate, None if self.snapshot is None else OpenTransactions.parse(self.snapshot)
         )

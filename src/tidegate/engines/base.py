@@ -147,14 +147,12 @@ class Engine(Protocol):
 
     def cursor_extent(self, table: str, column: str) -> tuple[Any, Any, str | None]:
         """min and max of a cursor column of a table (None, None when it has no rows) and,
-        with `cursor_snapshots`, the snapshot they were read in, in one statement. Read-only."""
+        with `cursor_snapshots`, the transactions open when they were read (`backend/local`
+        ids, comma separated), in one statement. Read-only."""
 
-    def current_snapshot(self) -> str:
-        """The snapshot a statement would read in now (`cursor_snapshots` only). Read-only."""
-
-    def cursor_writers(self, table: str) -> frozenset[int]:
-        """The (32-bit) ids of the transactions now holding a lock on `table`: those that wrote
-        to it and have not ended (`cursor_snapshots` only). Read-only."""
+    def open_transactions(self) -> str:
+        """The transactions open now, as `cursor_extent` lists them (`cursor_snapshots`
+        only). Read-only."""
 
     def cursor_batch_end(
         self, table: str, column: str, bounds: Mapping[str, Any], rows: int

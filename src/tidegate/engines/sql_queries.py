@@ -173,25 +173,19 @@ class SqlQueries(ABC):
     # cursors ------------------------------------------------------------------------------------
 
     def cursor_extent(self, table: str, column: str) -> tuple[Any, Any, str | None]:
-        snapshot = self.capabilities.cursor_snapshots
+        transactions = self.capabilities.cursor_snapshots
         statement = self._statement(
             ("cursor extent", table, column),
-            lambda: cursor_sql.cursor_extent(table, column, snapshot, self.flavor),
+            lambda: cursor_sql.cursor_extent(table, column, transactions, self.flavor),
         )
         row = self._one(statement)
-        return row[0], row[1], (str(row[2]) if snapshot else None)
+        return row[0], row[1], ((row[2] or "") if transactions else None)
 
-    def current_snapshot(self) -> str:
-        statement = self._statement(("snapshot",), lambda: cursor_sql.current_snapshot(self.flavor))
-        return str(self._one(statement)[0])
-
-    def cursor_writers(self, table: str) -> frozenset[int]:
+    def open_transactions(self) -> str:
         statement = self._statement(
-            ("cursor writers",), lambda: cursor_sql.table_writers(self.flavor)
+            ("open transactions",), lambda: cursor_sql.open_transactions(self.flavor)
         )
-        values = {"table": cursor_sql.quoted_name(table, self.flavor)}
-        found = self._run(statement, self._bind(values, statement)).fetchall()
-        return frozenset(int(row[0]) for row in found)
+        return str(self._one(statement)[0] or "")
 
     def cursor_batch_end(
         self, table: str, column: str, bounds: Mapping[str, Any], rows: int

@@ -18,7 +18,7 @@ from tidegate.domain.cursor import (
     CursorMark,
     CursorSpec,
     Observation,
-    Snapshot,
+    OpenTransactions,
     Watermark,
     WatermarkRule,
     blocking,
@@ -147,9 +147,16 @@ def plan_run(
     cursor = cursor_of(version)
     cursor_engine(engine)
     where = position(ctx.state, version)
-    low, high, seen = _extent(engine, cursor)
-    start = where.value if where.value is not None else (None if low is None else low - 1)
-    rule, watermark = _watermark(ctx, engine, version.model, cursor, (start, high), seen, timer)
+    _, high, seen = _extent(engine, cursor)
+    rule, watermark = _watermark(
+        ctx, engine, version.model, cursor, (where.value, high), seen, timer
+    )
+    start = where.value
+    if start is None and watermark.value is not None:
+        # nothing committed yet: the first interval starts below the lowest row there is once
+        # the watermark settled (a row committed while the run waited may be the lowest)
+        low, _, _ = _extent(engine, cursor)
+        start = None if low is None else low - 1
     moved = watermark.value is not None and start is not None and watermark.value > start
     reason = watermark.reason
     if watermark.value is not None and not moved:
@@ -170,13 +177,15 @@ def plan_run(
     return CursorPlan(mark, start)
 
 
-def _extent(engine: Engine, cursor: CursorSpec) -> tuple[int | None, int | None, Snapshot | None]:
-    low, high, snapshot = engine.cursor_extent(cursor.table, cursor.column)
+def _extent(
+    engine: Engine, cursor: CursorSpec
+) -> tuple[int | None, int | None, OpenTransactions | None]:
+    low, high, transactions = engine.cursor_extent(cursor.table, cursor.column)
     try:
         return (
             None if low is None else cursor_value(cursor.kind, low),
             None if high is None else cursor_value(cursor.kind, high),
-            None if snapshot is None else Snapshot.parse(snapshot),
+            None if transactions is None else OpenTransactions.parse(transactions),
         )
     except ValueError as error:
         raise EngineError(f"cursor {cursor.table}.{cursor.column}: {error}") from None
@@ -188,7 +197,7 @@ def _watermark(
     model: str,
     cursor: CursorSpec,
     extent: tuple[int | None, int | None],
-    seen: Snapshot | None,
+    seen: OpenTransactions | None,
     timer: Timer,
 ) -> tuple[WatermarkRule, Watermark]:
     """The lag rule when declared; otherwise the newest settled candidate where transactions
@@ -200,7 +209,7 @@ def _watermark(
         return WatermarkRule.LAG, lag_watermark(cursor.kind, high, cursor.lag, at, cursor.show)
     if seen is None:
         return WatermarkRule.MAX, max_watermark(high, cursor.show)
-    now, writers = _settle(engine, cursor.table, seen, timer)
+    now, waited = _settle(engine, seen, timer)
     earlier = [
         m.observation
         for m in ctx.state.cursor_marks(model, cursor.table, cursor.column)
@@ -208,22 +217,28 @@ def _watermark(
         and m.candidate is not None
         and (start is None or m.candidate > start)
     ]
-    return WatermarkRule.SNAPSHOT, snapshot_watermark(
-        [Observation(high, seen), *earlier], now, writers, cursor.show
-    )
+    found = snapshot_watermark([Observation(high, seen), *earlier], now, cursor.show)
+    if waited:
+        found = Watermark(found.value, f"{found.reason} (waited for transaction(s) {waited})")
+    return WatermarkRule.SNAPSHOT, found
 
 
-def _settle(
-    engine: Engine, table: str, seen: Snapshot, timer: Timer
-) -> tuple[Snapshot, frozenset[int]]:
-    """The current snapshot and the writers of `table` once no transaction open at `seen`
-    still writes it, or when SETTLE_SECONDS have passed."""
-    deadline = timer.monotonic() + SETTLE_SECONDS
+def _settle(engine: Engine, seen: OpenTransactions, timer: Timer) -> tuple[OpenTransactions, str]:
+    """The transactions open now, once none of those open at `seen` is, or when
+    SETTLE_SECONDS have passed; and those the run waited for and how long (`` if none)."""
+    begun = timer.monotonic()
+    deadline = begun + SETTLE_SECONDS
+    first: tuple[str, ...] | None = None
     while True:
-        now = Snapshot.parse(engine.current_snapshot())
-        writers = engine.cursor_writers(table)
-        if not blocking(seen, now, writers) or timer.monotonic() >= deadline:
-            return now, writers
+        now = OpenTransactions.parse(engine.open_transactions())
+        open_now = blocking(seen, now)
+        first = open_now if first is None else first
+        if not open_now or timer.monotonic() >= deadline:
+            waited = ""
+            if first:
+                shown = ", ".join(first[:5]) + (f" and {len(first) - 5} more" if first[5:] else "")
+                waited = f"{shown}, {timer.monotonic() - begun:.2f}s"
+            return now, waited
         timer.sleep(SETTLE_POLL_SECONDS)
 
 
@@ -298,7 +313,8 @@ def mark_doc(mark: CursorMark, cursor: CursorSpec | None) -> dict[str, object]:
         "observed_at": mark.observed_at,
         "committed": shown(mark.committed),
         "candidate": shown(mark.candidate),
-        "snapshot": mark.snapshot,
+        # the transactions open when the max was read (PostgreSQL), that the run waited for
+        "open_transactions": mark.snapshot,
         "watermark": shown(mark.watermark),
         "rule": mark.rule.value,
         "reason": mark.reason,

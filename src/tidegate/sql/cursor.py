@@ -1,6 +1,6 @@
-"""Statements of cursor models: the cursor's extent in its source (with the snapshot it was read
-in, where transactions commit out of order), where a batch of at most N rows ends, and the
-fingerprint of a cursor interval's source rows.
+"""Statements of cursor models: the cursor's extent in its source (with the transactions open
+when it was read, where transactions commit out of order), where a batch of at most N rows
+ends, and the fingerprint of a cursor interval's source rows.
 
 Built as sqlglot expressions like every statement (see statements.py): identifiers quoted,
 cursor values bound by the driver as $start/$end.
@@ -8,69 +8,52 @@ cursor values bound by the driver as $start/$end.
 
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 
 from tidegate.sql.statements import DUCKDB, Flavor, checksum, column, partition_predicate, table
 
+# The transactions open now, as pg_locks lists them (every transaction holds the lock of its
+# own virtual transaction id from its first statement, a prepared one its xid's): all but this
+# session's, tidegate's own sessions (which never write a source), sessions of other databases
+# and maintenance processes that write no rows. A session whose details are hidden from this
+# role counts (it may write the source).
+_OPEN_TRANSACTIONS = """
+SELECT string_agg(DISTINCT l.virtualtransaction, ',')
+FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
+WHERE l.virtualtransaction IS NOT NULL
+  AND l.pid IS DISTINCT FROM pg_backend_pid()
+  AND NOT coalesce(a.application_name = 'tidegate', FALSE)
+  AND NOT coalesce(a.datname <> current_database(), FALSE)
+  AND NOT coalesce(
+    a.backend_type IN ('autovacuum launcher', 'autovacuum worker', 'walsender', 'parallel worker'),
+    FALSE)
+"""
 
-def _snapshot_text() -> exp.Expr:
-    return exp.cast(exp.Anonymous(this="pg_current_snapshot", expressions=[]), "TEXT")
+
+def _open_transactions() -> exp.Expr:
+    return exp.Subquery(this=sqlglot.parse_one(_OPEN_TRANSACTIONS, dialect="postgres"))
 
 
-def cursor_extent(source: str, cursor_column: str, snapshot: bool, flavor: Flavor = DUCKDB) -> str:
-    """min and max of the cursor column (and the snapshot they were read in, PostgreSQL's
-    `pg_current_snapshot()`, in the same statement: what it saw is what that snapshot saw)."""
+def cursor_extent(
+    source: str, cursor_column: str, transactions: bool, flavor: Flavor = DUCKDB
+) -> str:
+    """min and max of the cursor column and, with `transactions` (PostgreSQL), the transactions
+    open when they were read, in the same statement: it lists them after its snapshot was
+    taken, so every transaction whose rows that snapshot could not see and that had not ended
+    is among them."""
     values: list[exp.Expr] = [
         exp.Min(this=column(cursor_column)),
         exp.Max(this=column(cursor_column)),
     ]
-    if snapshot:
-        values.append(_snapshot_text())
+    if transactions:
+        values.append(_open_transactions())
     return flavor.render(exp.select(*values).from_(table(source)))
 
 
-def current_snapshot(flavor: Flavor = DUCKDB) -> str:
-    return flavor.render(exp.select(_snapshot_text()))
-
-
-def table_writers(flavor: Flavor = DUCKDB) -> str:
-    """The transaction ids (32-bit, as pg_locks shows them) of the transactions holding a lock
-    on the table named by $table (a quoted name, resolved by the session's search_path): every
-    transaction that inserted into it and has not ended holds one."""
-    relation = exp.alias_(exp.table_("pg_locks"), "r", table=True)
-    own = exp.alias_(exp.table_("pg_locks"), "x", table=True)
-    joined = exp.and_(
-        exp.EQ(
-            this=column("virtualtransaction", "x"), expression=column("virtualtransaction", "r")
-        ),
-        exp.EQ(this=column("locktype", "x"), expression=exp.Literal.string("transactionid")),
-        # its own transaction id (a lock it waits for on another's is a ShareLock)
-        exp.EQ(this=column("mode", "x"), expression=exp.Literal.string("ExclusiveLock")),
-    )
-    select = (
-        exp.select(exp.cast(column("transactionid", "x"), "TEXT"))
-        .distinct()
-        .from_(relation)
-        .join(own, on=joined)
-        .where(
-            exp.and_(
-                exp.EQ(this=column("locktype", "r"), expression=exp.Literal.string("relation")),
-                exp.EQ(
-                    this=column("relation", "r"),
-                    expression=exp.Anonymous(
-                        this="to_regclass",
-                        expressions=[exp.cast(exp.Placeholder(this="table"), "TEXT")],
-                    ),
-                ),
-            )
-        )
-    )
-    return flavor.render(select)
-
-
-def quoted_name(table_name: str, flavor: Flavor = DUCKDB) -> str:
-    """A table's name quoted as an identifier: the text value `table_writers` binds."""
-    return exp.to_identifier(table_name, quoted=True).sql(dialect=flavor.dialect)
+def open_transactions(flavor: Flavor = DUCKDB) -> str:
+    """The transactions open now (see cursor_extent), as `backend/local,...` or NULL."""
+    return flavor.render(exp.select(_open_transactions()))
 
 
 def batch_end(source: str, cursor_column: str, flavor: Flavor = DUCKDB) -> str:

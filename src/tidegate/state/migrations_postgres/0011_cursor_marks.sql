@@ -1,9 +1,10 @@
 -- What each run of a cursor model saw and how far it went: the newest cursor value in its
 -- source (`candidate`, NULL when the source had no rows) and, where transactions commit out of
--- order (PostgreSQL), the snapshot that value was read in; the committed cursor the run started
+-- order (PostgreSQL), the transactions open when that value was read (`snapshot`: their
+-- virtual transaction ids, `backend/local,...`); the committed cursor the run started
 -- from, the watermark it processed up to (NULL: nowhere past the committed cursor), the rule
 -- that set it and why. A later run may process up to an earlier run's candidate once every
--- transaction open at its snapshot has ended. Values are in the cursor's units (ids, or epoch
+-- transaction open at its read has ended. Values are in the cursor's units (ids, or epoch
 -- microseconds) of the source table and column the row names.
 CREATE TABLE cursor_marks (
     run_id        TEXT COLLATE "C" NOT NULL REFERENCES runs (run_id),
