@@ -23,6 +23,7 @@ MODEL = "event_amounts"
 MODEL_SQL = """/* tidegate
 grain = "cursor"
 cursor_column = "id"
+cursor_unique = true
 write_mode = "append"
 {extra}
 [columns]

@@ -53,7 +53,7 @@ def caught_up(events: CursorProject) -> None:
     """One more event and a run: everything below it is in the target, once."""
     insert_each(events, 1)
     events.run()
-    assert sorted(events.target_ids()) == events.source_ids()
+    assert sorted(events.target_ids()) == events.source_ids()[:-1]
 
 
 def mark_of(events: CursorProject, run: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cursors import cursor_kit
 from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
 
 
@@ -123,3 +124,63 @@ def test_the_committed_cursor_is_the_furthest_interval_whatever_the_clock(tmp_pa
     last = events.run()
     assert published(last) == ["(20,25]"]
     assert events.target_ids() == events.source_ids() == list(range(1, 26))
+
+
+TIES_MODEL = """/* tidegate
+grain = "cursor"
+cursor_column = "created_at"
+write_mode = "append"
+
+[columns]
+id = "BIGINT NOT NULL"
+created_at = "TIMESTAMP NOT NULL"
+*/
+SELECT id, created_at FROM events WHERE created_at > $start AND created_at <= $end
+"""
+
+
+def test_a_row_arriving_later_with_the_newest_timestamp_is_not_skipped(
+    events: CursorProject,
+) -> None:
+    events.write_model(sql=TIES_MODEL)
+    assert events.tidegate("build").exit_code == 0
+    deployed = events.tidegate("deploy", MODEL, "--force", "--reason", "created_at cursor")
+    assert deployed.exit_code == 0, deployed.stderr
+
+    def stamped(event_id: int, at: str) -> None:  # PostgreSQL draws the id itself
+        if events.dsn is None:
+            events.execute(f"INSERT INTO events VALUES ({event_id}, TIMESTAMP '{at}', 'k', 1)")
+        else:
+            events.execute(f"INSERT INTO events (created_at, kind, amount) VALUES ('{at}', 'k', 1)")
+
+    stamped(1, "2026-01-01 10:00:00")
+    stamped(2, "2026-01-01 10:00:05")
+    run = events.run()
+    mark = events.tidegate("show", "run", run["run_id"], "--json").json()["cursor"][0]
+    assert mark["watermark"] == "2026-01-01 10:00:04.999999"  # the newest value waits
+    stamped(3, "2026-01-01 10:00:05")  # the same value, committed after the run
+    events.run()
+    assert events.target_ids() == [1]  # 10:00:05 is still the newest value: both rows wait
+    stamped(4, "2026-01-01 10:00:06")
+    events.run()
+    assert events.target_ids() == [1, 2, 3]
+
+
+@pytest.mark.duckdb
+@pytest.mark.parametrize(
+    ("declared", "end"),
+    [("cursor_unique = true\n", 5), ('unique_key = ["id"]\n', 5), ("", 4)],
+)
+def test_a_unique_cursor_goes_up_to_the_newest_value(
+    tmp_path: Path, declared: str, end: int
+) -> None:
+    events = cursor_project(tmp_path / "proj")
+    events.write_model(
+        sql=cursor_kit.MODEL_SQL.replace("cursor_unique = true\n", "").format(extra=declared)
+    )
+    assert events.tidegate("build").exit_code == 0
+    deployed = events.tidegate("deploy", MODEL, "--force", "--reason", "uniqueness declared")
+    assert deployed.exit_code == 0, deployed.stderr
+    events.insert(5)
+    events.run()
+    assert events.target_ids() == list(range(1, end + 1))

@@ -11,6 +11,7 @@ from tidegate.domain.cursor import (
     CursorKind,
     Observation,
     OpenTransactions,
+    below_newest,
     blocking,
     cursor_value,
     from_micros,
@@ -69,6 +70,16 @@ def test_nothing_settled_means_no_watermark_and_says_what_it_waits_for() -> None
         "waiting for transaction(s) 1/1, 2/1, 3/1, 4/1, 5/1 and 2 more still open"
     )
     assert snapshot_watermark([Observation(None, now)], now).reason == "the source has no rows"
+
+
+def test_a_cursor_that_is_not_unique_stops_below_the_value_its_rule_reached() -> None:
+    found = below_newest(max_watermark(7))
+    assert found.value == 6
+    assert found.reason == (
+        "max 7 (one writer, no transaction in flight); rows at 7 wait for the next run "
+        "(the cursor column is not unique)"
+    )
+    assert below_newest(max_watermark(None)).value is None
 
 
 def test_the_lag_rule_keeps_a_margin_below_max_and_for_timestamps_below_now() -> None:

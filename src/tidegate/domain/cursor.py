@@ -48,6 +48,8 @@ class CursorSpec:
     start: int | None = None
     lag: int | None = None
     batch_rows: int | None = None
+    # no two source rows share a cursor value (`cursor_unique`, or the model's unique key)
+    unique: bool = False
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -64,6 +66,7 @@ class CursorSpec:
             "start": self.start,
             "lag": self.lag,
             "batch_rows": self.batch_rows,
+            "unique": self.unique,
         }
 
     def show(self, value: int) -> str:
@@ -258,6 +261,19 @@ def max_watermark(candidate: int | None, show: Callable[[int], str] = str) -> Wa
     if candidate is None:
         return Watermark(None, "the source has no rows")
     return Watermark(candidate, f"max {show(candidate)} (one writer, no transaction in flight)")
+
+
+def below_newest(watermark: Watermark, show: Callable[[int], str] = str) -> Watermark:
+    """A cursor column that is not unique: rows sharing the newest value may still arrive (a
+    timestamp taken in the same microsecond, an id repeated), so the run stops one unit below
+    the value its rule reached and leaves that value to the next run."""
+    if watermark.value is None:
+        return watermark
+    return Watermark(
+        watermark.value - 1,
+        f"{watermark.reason}; rows at {show(watermark.value)} wait for the next run "
+        "(the cursor column is not unique)",
+    )
 
 
 def _xids(xids: Sequence[object]) -> str:

@@ -21,6 +21,7 @@ from tidegate.domain.cursor import (
     OpenTransactions,
     Watermark,
     WatermarkRule,
+    below_newest,
     blocking,
     cursor_bounds,
     cursor_value,
@@ -151,6 +152,9 @@ def plan_run(
     rule, watermark = _watermark(
         ctx, engine, version.model, cursor, (where.value, high), seen, timer
     )
+    if not cursor.unique and (rule is not WatermarkRule.LAG or cursor.lag == 0):
+        # a lag of one unit or more already keeps below the newest value
+        watermark = below_newest(watermark, cursor.show)
     start = where.value
     if start is None and watermark.value is not None:
         # nothing committed yet: the first interval starts below the lowest row there is once

@@ -10,7 +10,14 @@ from tidegate.domain.partitions import Grain
 from tidegate.project.model_file import ModelFile, ProgramHeader
 from tidegate.sql.statements import cursor_type_kind
 
-CURSOR_KEYS = ("cursor_column", "cursor_source", "cursor_start", "cursor_lag", "cursor_batch_rows")
+CURSOR_KEYS = (
+    "cursor_column",
+    "cursor_source",
+    "cursor_start",
+    "cursor_lag",
+    "cursor_batch_rows",
+    "cursor_unique",
+)
 
 
 def cursor_keys_only_for_cursor(model: ModelFile) -> None:
@@ -115,6 +122,7 @@ def cursor_spec(
         start=_parsed(model, "cursor_start", kind),
         lag=_parsed(model, "cursor_lag", kind),
         batch_rows=header.cursor_batch_rows,
+        unique=bool(header.cursor_unique) or tuple(header.unique_key or ()) == (column,),
     )
 
 

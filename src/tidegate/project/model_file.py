@@ -131,6 +131,9 @@ class Declaration(_Strict):
     cursor_start: int | str | None = None
     cursor_lag: int | str | None = None
     cursor_batch_rows: int | None = Field(default=None, gt=0)
+    # no two source rows share a cursor value (an id from a sequence): a run may go up to the
+    # newest value instead of leaving it to the next run
+    cursor_unique: bool | None = None
 
 
 class ModelHeader(Declaration):

@@ -118,6 +118,7 @@ def _cursor_from(data: dict[str, Any] | None) -> CursorSpec | None:
         start=data["start"],
         lag=data["lag"],
         batch_rows=data["batch_rows"],
+        unique=bool(data.get("unique", False)),
     )
 
 
