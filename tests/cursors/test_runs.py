@@ -184,3 +184,24 @@ def test_a_unique_cursor_goes_up_to_the_newest_value(
     events.insert(5)
     events.run()
     assert events.target_ids() == list(range(1, end + 1))
+
+
+def test_a_cursor_column_the_source_keys_unique_goes_up_to_the_newest_value(
+    events: CursorProject,
+) -> None:
+    events.write_model(
+        sql=cursor_kit.MODEL_SQL.replace("cursor_unique = true\n", "").format(extra="")
+    )
+    assert events.tidegate("build").exit_code == 0
+    deployed = events.tidegate("deploy", MODEL, "--force", "--reason", "uniqueness from the source")
+    assert deployed.exit_code == 0, deployed.stderr
+    if events.dsn is None:  # PostgreSQL's events.id is its primary key already
+        events.execute("DROP TABLE events")
+        events.execute(
+            cursor_kit.DUCKDB_EVENTS.replace("id BIGINT NOT NULL", "id BIGINT PRIMARY KEY")
+        )
+    events.insert(5)
+    run = events.run()
+    assert events.target_ids() == [1, 2, 3, 4, 5]
+    mark = events.tidegate("show", "run", run["run_id"], "--json").json()["cursor"][0]
+    assert "not unique" not in mark["reason"]

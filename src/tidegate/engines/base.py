@@ -150,6 +150,11 @@ class Engine(Protocol):
         with `cursor_snapshots`, the transactions open when they were read (`backend/local`
         ids, comma separated), in one statement. Read-only."""
 
+    def cursor_unique(self, table: str, column: str) -> bool:
+        """Whether a single-column primary key or unique constraint of `table` holds `column`
+        (False when unknown). Read-only."""
+        return False
+
     def open_transactions(self) -> str:
         """The transactions open now, as `cursor_extent` lists them (`cursor_snapshots`
         only). Read-only."""

@@ -181,6 +181,9 @@ class SqlQueries(ABC):
         row = self._one(statement)
         return row[0], row[1], ((row[2] or "") if transactions else None)
 
+    def cursor_unique(self, table: str, column: str) -> bool:
+        return False  # unknown here: DuckDB and PostgreSQL read their constraints
+
     def open_transactions(self) -> str:
         statement = self._statement(
             ("open transactions",), lambda: cursor_sql.open_transactions(self.flavor)

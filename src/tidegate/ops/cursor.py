@@ -152,7 +152,8 @@ def plan_run(
     rule, watermark = _watermark(
         ctx, engine, version.model, cursor, (where.value, high), seen, timer
     )
-    if not cursor.unique and (rule is not WatermarkRule.LAG or cursor.lag == 0):
+    unique = cursor.unique or engine.cursor_unique(cursor.table, cursor.column)
+    if not unique and (rule is not WatermarkRule.LAG or cursor.lag == 0):
         # a lag of one unit or more already keeps below the newest value
         watermark = below_newest(watermark, cursor.show)
     start = where.value

@@ -56,6 +56,33 @@ def open_transactions(flavor: Flavor = DUCKDB) -> str:
     return flavor.render(exp.select(_open_transactions()))
 
 
+# Whether a single-column primary key or unique constraint (index) holds the cursor column:
+# then no row committed later can share the newest value. Partial and expression indexes do
+# not count.
+_UNIQUE_DUCKDB = """
+SELECT count(*) FROM duckdb_constraints()
+WHERE constraint_type IN ('PRIMARY KEY', 'UNIQUE') AND table_name = ?
+  AND len(constraint_column_names) = 1 AND constraint_column_names[1] = ?
+"""
+_UNIQUE_POSTGRES = """
+SELECT count(*) FROM pg_index AS i
+JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+WHERE i.indrelid = to_regclass(%(table)s) AND i.indisunique AND i.indnkeyatts = 1
+  AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = %(column)s
+"""
+
+
+def unique_column(flavor: Flavor = DUCKDB) -> str:
+    """How many unique constraints hold exactly the column: DuckDB binds (table, column),
+    PostgreSQL $table (a quoted name, resolved by the search_path) and $column."""
+    return _UNIQUE_DUCKDB if flavor is DUCKDB else _UNIQUE_POSTGRES
+
+
+def quoted_name(table_name: str, flavor: Flavor = DUCKDB) -> str:
+    """A table's name quoted as an identifier, as `unique_column` binds it on PostgreSQL."""
+    return exp.to_identifier(table_name, quoted=True).sql(dialect=flavor.dialect)
+
+
 def batch_end(source: str, cursor_column: str, flavor: Flavor = DUCKDB) -> str:
     """The cursor value of the row at $offset among the rows in ($start, $end], in cursor
     order: where a batch of $offset + 1 rows ends."""
