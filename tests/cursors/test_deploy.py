@@ -143,3 +143,22 @@ def test_a_rollback_past_a_version_with_another_cursor_column_is_refused(
     events.insert(2)
     assert events.tidegate("run", MODEL).exit_code == 0  # v2 still runs, from its own cursor
     assert events.target_ids() == list(range(1, 17))
+
+
+def test_a_rollback_after_a_restart_below_the_cursor_continues_past_everything_published(
+    events: CursorProject,
+) -> None:
+    # v1 (append, no unique key) published up to 10; v2 restarts at 5 with a unique key and a
+    # lag, and stops at 7
+    extra = 'cursor_start = 5\nunique_key = ["id"]\ncursor_lag = 8\n'
+    build_and_validate(events, MODEL_SQL.format(extra=extra))
+    assert events.tidegate("deploy", MODEL).exit_code == 0
+    events.insert(5)
+    run = events.run()
+    assert [p["partition"] for p in run["partitions"]] == ["(5,7]"]
+    back = events.tidegate("rollback", MODEL, "--reason", "back to v1")
+    assert back.exit_code == 0, back.stderr
+    assert "after the committed cursor 10 (published by v1)" in back.stdout
+    run = events.run()
+    assert [p["partition"] for p in run["partitions"]] == ["(10,15]"]
+    assert events.target_ids() == events.source_ids() == list(range(1, 16))

@@ -65,10 +65,11 @@ def cursor_of(version: Version) -> CursorSpec:
 def position(state: StateStore, version: Version) -> Position:
     """The committed cursor `version` continues from: the cursor_start it declares until it
     has published, otherwise the furthest end published by the version measuring the same
-    source column that published last. Raises RefusedError when that cursor is stale (a version
-    measuring another column published after it) or was measured in another column, and the
-    version declares no cursor_start it has not yet moved past, or when its cursor_start would
-    append rows a second time.
+    source column that published last (for an append without a unique key, the furthest end
+    any such version published since another column last did). Raises RefusedError when that
+    cursor is stale (a version measuring another column published after it) or was measured
+    in another column, and the version declares no cursor_start it has not yet moved past, or
+    when its cursor_start would append rows a second time.
 
     Which version published last is the ledger's order of attempts, never a timestamp (which
     follows --as-of and the clock)."""
@@ -77,15 +78,23 @@ def position(state: StateStore, version: Version) -> Position:
     own = any(version_id == version.version_id for version_id, *_ in published)
     same: tuple[Version, int] | None = None
     newer: tuple[Version, CursorSpec] | None = None  # another column, published after `same`
+    furthest: tuple[Version, int] | None = None  # same column, since another last published
     for version_id, end, _ in published:
         other = version if version_id == version.version_id else state.get_version(version_id)
         if other is None or other.spec.cursor is None:
             continue
-        if other.spec.cursor.identity == cursor.identity:
-            same = (other, end)
-            break
-        if newer is None:
-            newer = (other, other.spec.cursor)
+        if other.spec.cursor.identity != cursor.identity:
+            if same is not None:
+                break
+            if newer is None:
+                newer = (other, other.spec.cursor)
+            continue
+        same = (other, end) if same is None else same
+        furthest = (other, end) if furthest is None or end > furthest[1] else furthest
+    if same is not None and furthest is not None and version.spec.duplicates_on_republish:
+        # an append without a unique key never goes below what any version appended: a version
+        # restarted lower (with a unique key) may have published less far than an earlier one
+        same = furthest
     if cursor.start is not None and not own:
         if same is not None and cursor.start < same[1] and version.spec.duplicates_on_republish:
             raise RefusedError(
