@@ -3,14 +3,17 @@ cursor's units."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
 
 from tidegate.domain.cursor import (
     CursorKind,
+    CursorMark,
     Observation,
     OpenTransactions,
+    WatermarkRule,
     below_newest,
     blocking,
     cursor_value,
@@ -125,3 +128,22 @@ def test_declared_starts_and_lags_are_parsed_in_the_cursors_units() -> None:
         parse_lag(CursorKind.TIMESTAMP, "5 minutes")
     with pytest.raises(ValueError, match="not a count of ids"):
         parse_lag(CursorKind.INTEGER, -1)
+
+
+def test_a_recorded_read_in_another_form_never_settles_a_candidate() -> None:
+    mark = CursorMark(
+        run_id="run-1",
+        model="m",
+        table="events",
+        column="id",
+        observed_at="2026-01-01T00:00:00+00:00",
+        candidate=600,
+        snapshot="750:760:752",  # a pg_current_snapshot() text
+        committed=None,
+        watermark=None,
+        rule=WatermarkRule.SNAPSHOT,
+        reason="",
+    )
+    assert mark.observation == Observation(600)
+    assert snapshot_watermark([mark.observation], open_at()).value is None
+    assert replace(mark, snapshot="3/4").observation == Observation(600, open_at("3/4"))

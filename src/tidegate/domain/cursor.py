@@ -299,6 +299,11 @@ class CursorMark:
 
     @property
     def observation(self) -> Observation:
-        return Observation(
-            self.candidate, None if self.snapshot is None else OpenTransactions.parse(self.snapshot)
-        )
+        """What the run read; without the transactions open at the read (DuckDB, or a record
+        in another form) it never settles a candidate."""
+        if self.snapshot is None:
+            return Observation(self.candidate)
+        try:
+            return Observation(self.candidate, OpenTransactions.parse(self.snapshot))
+        except ValueError:
+            return Observation(self.candidate)
