@@ -158,8 +158,7 @@ def start(
 def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
     from tidegate.ops import backfill as op
 
-    plan = op.make_plan(ctx, request)
-    radius = op.blast_radius(ctx, plan)
+    plan, radius = op.dry_run(ctx, request)
     document = {
         "schema": "tidegate.backfill-plan/v1",
         "model": plan.model,

@@ -24,6 +24,7 @@ def _deployed_document(done: Deployed) -> dict[str, Any]:
         "forced": done.forced,
         "gate": done.gate,
         "next_partition": done.next_partition,
+        "cursor": done.cursor,
     }
 
 
@@ -34,6 +35,8 @@ def _deployed_message(done: Deployed, verb: str) -> str:
     upcoming = (
         f"the next run uses it, starting with partition {done.next_partition}"
         if done.next_partition
+        else f"the next run uses it, {done.cursor}"
+        if done.cursor
         else "the next run uses it"
     )
     override = " (gate overridden)" if done.forced else ""

@@ -12,6 +12,7 @@ import click
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import BackfillPlan
+from tidegate.domain.partitions import Grain, PartitionRange
 from tidegate.domain.throttle import Adjustment
 from tidegate.execution.executor import Outcome
 
@@ -66,6 +67,9 @@ class BackfillProgress:
                 )
                 self._bar.start()
             self._task = self._bar.add_task(f"{plan.model} {run_id}", total=self.total, detail="")
+        elif plan.grain is Grain.CURSOR:
+            interval = PartitionRange(plan.grain, *plan.selection[0]).label()
+            click.echo(f"{run_id}: {self.verb} the cursor interval {interval} of {plan.model}")
         else:
             click.echo(
                 f"{run_id}: {self.verb} {plan.partitions} partition(s) of {plan.model} "

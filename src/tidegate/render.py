@@ -138,11 +138,29 @@ def status(document: dict[str, Any]) -> None:
         line = _deploy_line(m)
         if line:
             console.print(line)
+        if m.get("cursor"):
+            console.print(_cursor_line(m["model"], m["cursor"]), markup=False, highlight=False)
         for segment in m.get("ranges", []):
             console.print(
                 f"  {segment['range']}: {segment['state']} "
                 f"({segment['count']}) by {segment['version'] or '-'}"
             )
+
+
+def _cursor_line(model: str, cursor: dict[str, Any]) -> str:
+    line = f"{model}: cursor {cursor['cursor']}, the next run processes {cursor['position']}"
+    mark = cursor["last_mark"]
+    if mark:
+        line += f"; last run {mark['run_id']}: {_mark_text(mark)}"
+    return line
+
+
+def _mark_text(mark: dict[str, Any]) -> str:
+    if mark["watermark"] is None:
+        return f"nothing processed ({mark['rule']}: {mark['reason']})"
+    return (
+        f"({mark['committed']}, {mark['watermark']}] by watermark {mark['rule']}: {mark['reason']}"
+    )
 
 
 def _active(model: dict[str, Any]) -> str:
@@ -249,6 +267,11 @@ def run_detail(document: dict[str, Any]) -> None:
         console.print(f"  plan file sha256 {document['plan_hash'][:12]}")
     for change in document["throttle"]:
         console.print(f"  throttle at {change['at']}: {change['reason']}", markup=False)
+    for mark in document.get("cursor", []):
+        text = f"  cursor {mark['model']} ({mark['cursor']}): {_mark_text(mark)}"
+        if mark["open_transactions"]:
+            text += f" [max {mark['candidate']} read while open: {mark['open_transactions']}]"
+        console.print(text, markup=False, highlight=False)
     table = Table(
         "model", "partition", "batch", "state", "rows", "checksum", "reconciled", "error", "taint"
     )

@@ -24,6 +24,7 @@ from tests.state.contract import (
     attempt,
     run,
 )
+from tests.state.cursor_contract import CursorStoreContract
 from tests.state.postgres_kit import (
     POSTGRES_URL,
     admin,
@@ -91,7 +92,7 @@ def pg_store(schema: str) -> Iterator[PostgresStateStore]:
         opened.close()
 
 
-class TestPostgres(StateStoreContract, TaintStoreContract, QueueStoreContract):
+class TestPostgres(StateStoreContract, TaintStoreContract, QueueStoreContract, CursorStoreContract):
     @pytest.fixture
     def store(self, pg_store: PostgresStateStore) -> StateStore:
         return pg_store

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.state.contract import RUN_A, V1, StateStoreContract, run
+from tests.state.cursor_contract import CursorStoreContract
 from tests.state.queue_contract import QueueStoreContract
 from tests.state.taint_contract import TaintStoreContract
 from tidegate.domain.errors import StateStoreError, UsageError
@@ -18,7 +19,7 @@ from tidegate.state.base import StateStore
 from tidegate.state.sqlite import SCHEMA_VERSION, SQLiteStateStore, migrations
 
 
-class TestSQLite(StateStoreContract, TaintStoreContract, QueueStoreContract):
+class TestSQLite(StateStoreContract, TaintStoreContract, QueueStoreContract, CursorStoreContract):
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[StateStore]:
         opened = SQLiteStateStore(tmp_path / ".tidegate" / "state.db")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from tidegate.domain.cursor import CursorSpec
 from tidegate.domain.partitions import (
     Grain,
     PartitionKey,
@@ -185,6 +186,8 @@ class ModelSpec:
     # an update model's table and assignments (write mode "update"; `sql` then shows the
     # SELECT of the values it sets)
     update: UpdateSpec | None = None
+    # a cursor model's cursor (grain "cursor")
+    cursor: CursorSpec | None = None
 
     @property
     def kind(self) -> ModelKind:
@@ -212,6 +215,12 @@ class ModelSpec:
         return parse_partition(text, self.grain, self.keys, self.chunk_size)
 
     @property
+    def single_unit(self) -> bool:
+        """Whether each partition is computed, audited and published alone, with no time
+        buckets: a key of a key list, or a cursor model's interval."""
+        return bool(self.keys) or self.cursor is not None
+
+    @property
     def keyed_write(self) -> bool:
         """Whether publishing matches rows by the unique key (merge, or append with a key):
         the staged rows must then hold each key once."""
@@ -235,7 +244,8 @@ class ModelSpec:
         version published), at most the newest `limit` of them; only the newest one when the
         active version has published nothing (older history is a backfill's job)."""
         if not self.grain.is_time:
-            return PartitionRange(self.grain, 0, 0, self.chunk_size)  # run on request
+            # key lists and key ranges run on request; a cursor model runs past its cursor
+            return PartitionRange(self.grain, 0, 0, self.chunk_size)
         end = floor(self.grain, last_fire(self.schedule, now))
         full = self.all_partitions_until(end)
         if len(full) == 0:
@@ -276,6 +286,7 @@ class ModelSpec:
             **({"program": self.program.config()} if self.program else {}),
             **({"chunk_size": self.chunk_size} if self.chunk_size else {}),
             **({"update": self.update.config()} if self.update else {}),
+            **({"cursor": self.cursor.config()} if self.cursor else {}),
         }
 
 

@@ -6,6 +6,10 @@ ranges (chunks of `chunk_size` keys aligned to its multiples, labelled by their 
 Ranges and plans are interval arithmetic over these bounds, so a plan over a million partitions
 is a pair of integers, not a million objects. A key range's chunk size is the one thing a bound
 cannot tell, so a range of chunks carries it (`PartitionRange.step`).
+
+A cursor partition is the interval of cursor values one batch of a cursor model processed,
+(start, end] in the cursor's own units (an id, or epoch microseconds): consecutive batches
+share a bound, so as [start, end) intervals they abut and merge like any other partitions.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ class Grain(str, Enum):
     MONTH = "month"
     KEY = "key"
     RANGE = "range"
+    CURSOR = "cursor"
 
     @property
     def is_time(self) -> bool:
-        return self not in (Grain.KEY, Grain.RANGE)
+        return self in (Grain.HOUR, Grain.DAY, Grain.MONTH)
 
 
 _LABEL_FORMATS = {
@@ -111,6 +116,8 @@ class PartitionKey:
             return keys[self.start] if self.start < len(keys) else f"#{self.start}"
         if self.grain is Grain.RANGE:
             return str(self.start)
+        if self.grain is Grain.CURSOR:
+            return f"({self.start},{self.end}]"
         return to_utc(self.start).strftime(_LABEL_FORMATS[self.grain][0])
 
 
@@ -129,6 +136,11 @@ class PartitionRange:
             raise ValueError("a partition range cannot end before it starts")
 
     def __iter__(self) -> Iterator[PartitionKey]:
+        if self.grain is Grain.CURSOR:
+            # a cursor range is the one interval a batch processes, not one partition per value
+            if self.start < self.end:
+                yield PartitionKey(self.grain, self.start, self.end)
+            return
         cursor = self.start
         while cursor < self.end:
             nxt = following(self.grain, cursor, self.step)
@@ -136,6 +148,8 @@ class PartitionRange:
             cursor = nxt
 
     def __len__(self) -> int:
+        if self.grain is Grain.CURSOR:
+            return int(self.start < self.end)
         if self.grain is Grain.MONTH:
             return _month_index(self.end) - _month_index(self.start)
         if self.grain is Grain.RANGE:
@@ -144,11 +158,15 @@ class PartitionRange:
         return (self.end - self.start) // size
 
     def first(self) -> PartitionKey:
+        if self.grain is Grain.CURSOR:
+            return PartitionKey(self.grain, self.start, self.end)
         return PartitionKey(self.grain, self.start, following(self.grain, self.start, self.step))
 
     def label(self, keys: Sequence[str] = ()) -> str:
         if self.start >= self.end:
             return "(empty)"
+        if self.grain is Grain.CURSOR:
+            return self.first().label()
         first = self.first().label(keys)
         last_start = self.start
         if self.grain is Grain.MONTH:
@@ -172,6 +190,8 @@ def parse_partition(
             raise UsageError(f"unknown partition key {text!r}; declared keys: {', '.join(keys)}")
         index = list(keys).index(text)
         return PartitionKey(grain, index, index + 1)
+    if grain is Grain.CURSOR:
+        return _parse_cursor(text)
     fmt, pattern, shown = _LABEL_FORMATS[grain]
     if not pattern.match(text):
         raise UsageError(f"partition {text!r} is not a {grain.value} partition (expected {shown})")
@@ -201,10 +221,31 @@ def _parse_chunk(text: str, step: int) -> PartitionKey:
     return PartitionKey(Grain.RANGE, start, start + step)
 
 
+_CURSOR_LABEL = re.compile(r"^\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\]$")
+
+
+def _parse_cursor(text: str) -> PartitionKey:
+    match = _CURSOR_LABEL.match(text)
+    if match is None:
+        raise UsageError(
+            f"partition {text!r} is not a cursor partition (expected (START,END], e.g. (100,250])"
+        )
+    start, end = int(match.group(1)), int(match.group(2))
+    if end <= start:
+        raise UsageError(f"cursor partition {text!r} ends before it starts")
+    return PartitionKey(Grain.CURSOR, start, end)
+
+
 def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0) -> PartitionRange:
     """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists
     (a key range's `all` depends on its table's keys: ops resolve it before calling this)."""
     text = text.strip()
+    if grain is Grain.CURSOR:
+        raise UsageError(
+            "a cursor model's partitions are the intervals its runs processed: `tidegate run "
+            "MODEL` (or `backfill MODEL --partitions all`) continues past its committed cursor; "
+            "ranges of a cursor model cannot be rerun, tainted or compared yet"
+        )
     if text == "all":
         if grain is Grain.RANGE:
             raise UsageError("range 'all' of a key-range model is for backfill; give START..END")

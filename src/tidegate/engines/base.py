@@ -18,6 +18,10 @@ class Capabilities:
 
     transactional_publish: bool
     single_writer_process: bool
+    # publishes a cursor model's (start, end] partitions (sql_engine.py)
+    cursor_models: bool = False
+    # reads the snapshot a cursor's max was seen in: transactions commit out of order
+    cursor_snapshots: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class Target:
     # the time grain of the partitions (None for key lists): merge and append match rows only
     # within one partition
     grain: str | None = None
+    # a cursor model's: a partition is (start, end] of the partition column, a unit of its own
+    cursor: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,29 @@ class Engine(Protocol):
 
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
         """Columns of a published table, or None when it does not exist. Read-only."""
+
+    def cursor_extent(self, table: str, column: str) -> tuple[Any, Any, str | None]:
+        """min and max of a cursor column of a table (None, None when it has no rows) and,
+        with `cursor_snapshots`, the transactions open when they were read (`backend/local`
+        ids, comma separated), in one statement. Read-only."""
+
+    def cursor_unique(self, table: str, column: str) -> bool:
+        """Whether a single-column primary key or unique constraint of `table` holds `column`
+        (False when unknown). Read-only."""
+        return False
+
+    def open_transactions(self) -> str:
+        """The transactions open now, as `cursor_extent` lists them (`cursor_snapshots`
+        only). Read-only."""
+
+    def cursor_batch_end(
+        self, table: str, column: str, bounds: Mapping[str, Any], rows: int
+    ) -> Any | None:
+        """The cursor value of the `rows`-th row in the interval `bounds` ($start, $end] in
+        cursor order, or None when it holds fewer rows. Read-only."""
+
+    def cursor_fingerprint(self, table: str, column: str, bounds: Mapping[str, Any]) -> Checksum:
+        """The checksum of a table's rows in the cursor interval `bounds`. Read-only."""
 
     def query_columns(self, sql: str, bounds: Mapping[str, Any]) -> list[Column]:
         """The columns and types a model's query would produce for a partition, from the

@@ -15,6 +15,7 @@ from tidegate.domain.model import Column
 from tidegate.engines.base import Capabilities
 from tidegate.engines.duckdb_publish import DuckDBPublish
 from tidegate.engines.sql_engine import Params
+from tidegate.sql import cursor as cursor_sql
 from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem, parse_type
 
@@ -36,7 +37,9 @@ def _is_lock_conflict(error: Exception) -> bool:
 
 class DuckDBEngine(DuckDBPublish):
     name = "duckdb"
-    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+    capabilities = Capabilities(
+        transactional_publish=True, single_writer_process=True, cursor_models=True
+    )
 
     def __init__(
         self,
@@ -120,6 +123,9 @@ class DuckDBEngine(DuckDBPublish):
         if not rows:
             return None
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]
+
+    def cursor_unique(self, table: str, column: str) -> bool:
+        return bool(self._one(cursor_sql.unique_column(), [table, column])[0])
 
     def query_columns(self, sql_text: str, bounds: Mapping[str, Any]) -> list[Column]:
         statement = sql.describe_query(sql_text)

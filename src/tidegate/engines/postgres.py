@@ -27,6 +27,7 @@ from tidegate.engines.postgres_connection import (
 )
 from tidegate.engines.postgres_publish import PostgresPublish
 from tidegate.engines.sql_engine import Params
+from tidegate.sql import cursor as cursor_sql
 from tidegate.sql import postgres as pg
 from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem
@@ -45,7 +46,12 @@ def _column(name: str, type_text: str, nullable: bool) -> Column:
 class PostgresEngine(PostgresPublish):
     name = "postgres"
     # One writing process per warehouse database, held by the writer's advisory lock.
-    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+    capabilities = Capabilities(
+        transactional_publish=True,
+        single_writer_process=True,
+        cursor_models=True,
+        cursor_snapshots=True,
+    )
 
     def __init__(
         self,
@@ -139,6 +145,10 @@ class PostgresEngine(PostgresPublish):
         if not rows:
             return None
         return [_column(r[0], r[1], bool(r[2])) for r in rows]
+
+    def cursor_unique(self, table: str, column: str) -> bool:
+        values = {"table": cursor_sql.quoted_name(table, POSTGRES), "column": column}
+        return bool(self._one(cursor_sql.unique_column(POSTGRES), values)[0])
 
     def query_columns(self, sql_text: str, bounds: Mapping[str, Any]) -> list[Column]:
         cursor = self._run(pg.probe_query(sql_text), dict(bounds))

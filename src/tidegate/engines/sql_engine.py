@@ -145,8 +145,8 @@ class SqlEngine(RangeUpdates):
         )
         if target.write_mode is WriteMode.OVERWRITE:
             delete = self._statement(
-                ("delete", target.schema, target.name, at, target.keyed),
-                lambda: sql.delete_partition(published, at, target.keyed, flavor),
+                ("delete", target.schema, target.name, at, target.keyed, target.cursor),
+                lambda: sql.delete_partition(published, at, target.keyed, flavor, target.cursor),
             )
             return [delete, insert]
         if not key:
@@ -158,14 +158,22 @@ class SqlEngine(RangeUpdates):
             matched = self._statement(
                 ("delete matched", target, staging),
                 lambda: write_sql.delete_matched(
-                    published, source, at, target.keyed, key, grain, flavor
+                    published, source, at, target.keyed, key, grain, flavor, target.cursor
                 ),
             )
             return [matched, insert]
         unmatched = self._statement(
             ("insert unmatched", target, staging),
             lambda: write_sql.insert_unmatched(
-                published, target.columns, source, at, target.keyed, key, grain, flavor
+                published,
+                target.columns,
+                source,
+                at,
+                target.keyed,
+                key,
+                grain,
+                flavor,
+                target.cursor,
             ),
         )
         return [unmatched]
@@ -193,7 +201,7 @@ class SqlEngine(RangeUpdates):
         statement = self._statement(
             ("content", target),
             lambda: write_sql.partition_content(
-                published, names, target.partition_column, grain, self.flavor
+                published, names, target.partition_column, grain, self.flavor, target.cursor
             ),
         )
         rows = self._run(statement, self._bind(bounds, statement)).fetchall()

@@ -16,12 +16,14 @@ from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import CheckSpec, Column
 from tidegate.engines.base import (
+    Capabilities,
     KeyDifference,
     PartitionProfile,
     PartitionSummary,
     Relation,
     window_bounds,
 )
+from tidegate.sql import cursor as cursor_sql
 from tidegate.sql import diff as diff_sql
 from tidegate.sql import statements as sql
 from tidegate.sql.statements import Flavor
@@ -33,6 +35,7 @@ class SqlQueries(ABC):
     """The reading half of an engine that speaks SQL; the engine subclass gives the hooks."""
 
     flavor: ClassVar[Flavor]
+    capabilities: Capabilities
     _statements: dict[tuple[object, ...], str]
     _published_columns: dict[tuple[str | None, str], list[Column]]
 
@@ -165,6 +168,47 @@ class SqlQueries(ABC):
 
     def checksum(self, staging: str, columns: Sequence[str]) -> Checksum:
         rows, digest = self._one(sql.checksum(self._staged(staging), columns, None, self.flavor))
+        return Checksum(int(rows), int(digest))
+
+    # cursors ------------------------------------------------------------------------------------
+
+    def cursor_extent(self, table: str, column: str) -> tuple[Any, Any, str | None]:
+        transactions = self.capabilities.cursor_snapshots
+        statement = self._statement(
+            ("cursor extent", table, column),
+            lambda: cursor_sql.cursor_extent(table, column, transactions, self.flavor),
+        )
+        row = self._one(statement)
+        return row[0], row[1], ((row[2] or "") if transactions else None)
+
+    def cursor_unique(self, table: str, column: str) -> bool:
+        return False  # unknown here: DuckDB and PostgreSQL read their constraints
+
+    def open_transactions(self) -> str:
+        statement = self._statement(
+            ("open transactions",), lambda: cursor_sql.open_transactions(self.flavor)
+        )
+        return str(self._one(statement)[0] or "")
+
+    def cursor_batch_end(
+        self, table: str, column: str, bounds: Mapping[str, Any], rows: int
+    ) -> Any | None:
+        statement = self._statement(
+            ("cursor batch", table, column),
+            lambda: cursor_sql.batch_end(table, column, self.flavor),
+        )
+        found = self._run(statement, self._bind({**bounds, "offset": rows - 1}, statement))
+        row = found.fetchone()
+        return None if row is None else row[0]
+
+    def cursor_fingerprint(self, table: str, column: str, bounds: Mapping[str, Any]) -> Checksum:
+        statement = self._statement(
+            ("cursor fingerprint", table, column),
+            lambda: cursor_sql.interval_fingerprint(
+                table, column, self._all_columns(table), self.flavor
+            ),
+        )
+        rows, digest = self._one(statement, self._bind(bounds, statement))
         return Checksum(int(rows), int(digest))
 
     def source_fingerprint(

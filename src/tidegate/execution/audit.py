@@ -36,7 +36,11 @@ def bounds_check(spec: ModelSpec) -> CheckSpec:
         name="partition_bounds",
         kind="partition_bounds",
         severity=Severity.BLOCKING,
-        params={"column": spec.partition_column, "keyed": spec.grain is Grain.KEY},
+        params={
+            "column": spec.partition_column,
+            "keyed": spec.grain is Grain.KEY,
+            **({"cursor": True} if spec.cursor is not None else {}),
+        },
     )
 
 
@@ -169,7 +173,7 @@ def measure_queries(
 ) -> dict[str, dict[int | None, int]]:
     """Each query check as its own statement over the staged unit, counted per partition (a
     key-list unit is one partition: one count)."""
-    grain = None if spec.keys else spec.grain.value
+    grain = None if spec.single_unit else spec.grain.value
     return {
         c.name: engine.measure_query(c, staging, tables, spec.partition_column, grain)
         for c in checks

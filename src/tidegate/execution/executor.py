@@ -518,10 +518,11 @@ class Executor:
             spec.name,
             spec.columns,
             spec.partition_column,
-            bool(spec.keys),
+            spec.single_unit,
             write_mode=WriteMode.OVERWRITE if options.rebuild else spec.write_mode,
             unique_key=spec.unique_key,
-            grain=None if spec.keys else spec.grain.value,
+            grain=None if spec.single_unit else spec.grain.value,
+            cursor=spec.cursor is not None,
         )
         try:
             if not options.lease_held():

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.checksum import Checksum
+from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.model import CheckSpec, ModelSpec, Source
 from tidegate.domain.partitions import (
     EVERYTHING,
@@ -49,6 +50,8 @@ def read_inputs(
     partitions: Sequence[PartitionKey],
     taint_policy: TaintPolicy = TaintPolicy.BLOCK,
 ) -> ReadPlan:
+    if spec.cursor is not None:
+        return _cursor_inputs(engine, spec, sources, partitions)
     inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
     missing: dict[int, str] = {}
     for name in spec.upstream:
@@ -133,6 +136,47 @@ def read_inputs(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
     return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+
+
+def _cursor_inputs(
+    engine: Engine,
+    spec: ModelSpec,
+    sources: Mapping[str, Source],
+    partitions: Sequence[PartitionKey],
+) -> ReadPlan:
+    """A cursor partition reads the rows of its interval (start, end] of the cursor source, and
+    the other sources it joins whole. Fewer rows of the cursor source than its `min_rows` skip
+    the partition (the cursor then stays where it is)."""
+    cursor = spec.cursor
+    if cursor is None:
+        raise TypeError(f"{spec.name} is not a cursor model")
+    inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
+    missing: dict[int, str] = {}
+    baselines: dict[int, dict[str, int | None]] = {}
+    counting = _relative_checks(spec, "source")
+    source_rows = 0
+    for partition in partitions:
+        for source in (sources[name] for name in spec.sources):
+            if source.name == cursor.source:
+                found = engine.cursor_fingerprint(
+                    source.table,
+                    cursor.column,
+                    cursor_bounds(cursor.kind, partition.start, partition.end),
+                )
+                if found.rows < source.min_rows:
+                    missing.setdefault(
+                        partition.start,
+                        f"source {source.name} has {found.rows} row(s) in the cursor interval "
+                        f"(at least {source.min_rows} expected)",
+                    )
+            else:
+                found = engine.source_fingerprint(source.table, source.time_column, {})
+            source_rows += found.rows
+            _set_source_rows(baselines, counting, source.name, partition.start, found.rows)
+            inputs[partition.start].append(
+                Input(source.name, "source", partition.start, partition.end, str(found))
+            )
+    return ReadPlan(inputs, missing, source_rows, {}, baselines)
 
 
 def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:

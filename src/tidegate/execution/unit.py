@@ -11,6 +11,7 @@ from typing import Protocol
 
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
+from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.errors import EngineError, ModelError
 from tidegate.domain.model import Column, ModelSpec, Version
 from tidegate.domain.partitions import PartitionKey, PartitionRange
@@ -50,6 +51,8 @@ class Unit:
     baselines: dict[int, dict[str, int | None]] = field(default_factory=dict)
 
     def bounds(self, spec: ModelSpec) -> dict[str, object]:
+        if spec.cursor is not None:
+            return cursor_bounds(spec.cursor.kind, self.window.start, self.window.end)
         if spec.keys:
             return bound_values(self.partitions[0], self.partitions[0].label(spec.keys))
         return window_bounds(self.window.start, self.window.end)
@@ -135,7 +138,7 @@ def compute(
         stager.stage(engine, version, unit, staging, read_from)
         on_staged(unit)
         crash_point("after_stage")
-        if spec.keys:
+        if spec.single_unit:
             contract = contract_check(engine, spec, staging)
             if not contract.passed:
                 return _refused(unit, staging, contract)

@@ -10,7 +10,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
-from tidegate.domain.partitions import IntervalSet
+from tidegate.domain.partitions import Grain, IntervalSet
 from tidegate.domain.run import Run
 from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustment, parse_seconds
 from tidegate.engines.base import window_bounds
@@ -29,7 +29,7 @@ from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
 from tidegate.execution.update import Limits, rows_outside_ranges
-from tidegate.ops import key_ranges
+from tidegate.ops import cursor_backfill, key_ranges
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.project import toml_errors
@@ -88,6 +88,11 @@ def active_version(
 def make_plan(ctx: Context, request: Request) -> BackfillPlan:
     version = active_version(ctx, request.model, request.force_paused)
     spec = version.spec
+    if spec.cursor is not None:
+        raise UsageError(
+            f"{spec.name} is a cursor model: its backfill reads its interval when it starts "
+            "(a distributed backfill of a cursor model is not supported yet)"
+        )
     limits = [
         None if text is None else parse_seconds(text, flag)
         for text, flag in (
@@ -149,6 +154,11 @@ def start(
     timer: Timer | None = None,
     on_throttle: Callable[[Adjustment], None] = lambda _: None,
 ) -> Result:
+    version = active_version(ctx, request.model, request.force_paused)
+    if version.spec.cursor is not None:
+        return _start_cursor(
+            ctx, request, version, stop_flag, on_outcome, on_start, timer, on_throttle
+        )
     plan = make_plan(ctx, request)
     refuse_empty(plan, request)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
@@ -184,6 +194,73 @@ def start(
         )
 
 
+def _start_cursor(
+    ctx: Context,
+    request: Request,
+    version: Version,
+    stop_flag: threading.Event,
+    on_outcome: Callable[[Outcome], None],
+    on_start: Callable[[str, BackfillPlan], None],
+    timer: Timer | None,
+    on_throttle: Callable[[Adjustment], None],
+) -> Result:
+    """A cursor model's backfill: its interval is read from the source once the run holds
+    the warehouse (see ops/cursor_backfill.py)."""
+    template = _cursor_template(version, request)
+    with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        run_id, plan = cursor_backfill.plan_and_create(
+            ctx,
+            session,
+            version,
+            template,
+            {"plan_file": request.plan_file, "plan_text": request.plan_text},
+            plan_hash(request),
+        )
+        announce_start(ctx, run_id, [plan.model])
+        on_start(run_id, plan)
+        outcomes: list[Outcome] = []
+        found = cursor_backfill.remaining_batches(
+            ctx, session, version, plan, IntervalSet(), outcomes
+        )
+        return _execute(
+            ctx,
+            session,
+            run_id,
+            plan,
+            IntervalSet(),
+            stop_flag,
+            cursor_backfill.recording(on_outcome, outcomes),
+            timer,
+            on_throttle,
+            request.force_paused,
+            found,
+        )
+
+
+def _cursor_template(version: Version, request: Request) -> BackfillPlan:
+    cursor_backfill.check_request(
+        version, request.partitions, request.stale_only, request.max_concurrency
+    )
+    if request.lock_timeout is not None or request.statement_timeout is not None:
+        raise UsageError("--lock-timeout and --statement-timeout are for update models")
+    latency = request.max_batch_latency
+    template = cursor_backfill.template(
+        version, request.batch_size, parse_rate(request.rate), request.stop_loss
+    )
+    if latency is None:
+        return template
+    return replace(template, max_batch_latency=parse_seconds(latency, "--max-batch-latency"))
+
+
+def dry_run(ctx: Context, request: Request) -> tuple[BackfillPlan, dict[str, Any]]:
+    """The plan a backfill would follow and its blast radius; writes nothing."""
+    version = active_version(ctx, request.model, request.force_paused)
+    if version.spec.cursor is not None:
+        return cursor_backfill.blast_radius(ctx, version, _cursor_template(version, request))
+    plan = make_plan(ctx, request)
+    return plan, blast_radius(ctx, plan)
+
+
 def refuse_empty(plan: BackfillPlan, request: Request) -> None:
     if plan.partitions == 0:
         raise UsageError(
@@ -214,9 +291,34 @@ def resume(
         if held is not None:
             raise RefusedError(f"backfill {run_id} cannot resume: {held}")
         done = IntervalSet.of(ctx.state.run_checkpoints(run_id, plan.model))
+        found: cursor_backfill.Batches | None = None
+        if plan.grain is Grain.CURSOR:
+            outcomes: list[Outcome] = []
+            found = cursor_backfill.remaining_batches(
+                ctx, session, _version_of(ctx, plan), plan, done, outcomes
+            )
+            on_outcome = cursor_backfill.recording(on_outcome, outcomes)
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
-        return _execute(ctx, session, run_id, plan, done, stop_flag, on_outcome, timer, on_throttle)
+        return _execute(
+            ctx,
+            session,
+            run_id,
+            plan,
+            done,
+            stop_flag,
+            on_outcome,
+            timer,
+            on_throttle,
+            batches=found,
+        )
+
+
+def _version_of(ctx: Context, plan: BackfillPlan) -> Version:
+    version = ctx.state.get_version(plan.version_id)
+    if version is None:
+        raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
+    return version
 
 
 def _execute(
@@ -230,10 +332,10 @@ def _execute(
     timer: Timer | None,
     on_throttle: Callable[[Adjustment], None],
     force_paused: bool = False,
+    batches: cursor_backfill.Batches | None = None,
 ) -> Result:
-    version = ctx.state.get_version(plan.version_id)
-    if version is None:
-        raise UsageError(f"version {plan.version_id} of the plan is not in the ledger")
+    """Run the plan's batches (`batches` when given: a cursor model's), skipping `done`."""
+    version = _version_of(ctx, plan)
     timer = timer or SystemTimer()
     held = Polled(
         lambda: ctx.state.stop_requested(run_id) or held_back(ctx, plan, force_paused) is not None,
@@ -260,7 +362,7 @@ def _execute(
     # `resume` continues a run cut short from its checkpoints
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
         report = session.executor(timer).execute(
-            run_id, version, enumerate(plan.batches(skip=done)), options
+            run_id, version, batches or enumerate(plan.batches(skip=done)), options
         )
     status, reason = verdict(report)
     if status is RunStatus.SUCCEEDED and version.spec.update is not None:

@@ -12,6 +12,7 @@ from tidegate.domain.gate import deploy_decision
 from tidegate.domain.model import Version, broken_columns
 from tidegate.ops.build import columns_read_by
 from tidegate.ops.context import Context
+from tidegate.ops.cursor import position
 from tidegate.ops.preflight import preflight
 from tidegate.ops.schedule import next_due
 from tidegate.state.base import Event
@@ -26,6 +27,8 @@ class Deployed:
     forced: bool
     gate: str
     next_partition: str | None  # the partition the next scheduler tick runs with this version
+    # a cursor model's: where the next run starts with this version, and why
+    cursor: str | None = None
 
 
 def resolve(ctx: Context, model: str, ref: str | None) -> Version:
@@ -50,7 +53,11 @@ def deploy(
     current = ctx.state.model_state(model)
     active = current.active_version if current else None
     if active == version.version_id:
-        return Deployed(model, version, active, False, False, "already active", _next(ctx, version))
+        return Deployed(
+            model, version, active, False, False, "already active", *_next(ctx, version)
+        )
+    # a cursor it cannot continue is refused whatever the gate: no --force skips or repeats rows
+    cursor = _cursor(ctx, version)
     decision = deploy_decision(
         version, active, ctx.state.gates(model), _affected_readers(ctx, version)
     )
@@ -72,7 +79,9 @@ def deploy(
         reason,
         {"forced": forced, "gate": decision.reason, "preflight": problems},
     )
-    return Deployed(model, version, active, True, forced, decision.reason, _next(ctx, version))
+    return Deployed(
+        model, version, active, True, forced, decision.reason, _next(ctx, version)[0], cursor
+    )
 
 
 def _affected_readers(ctx: Context, version: Version) -> dict[str, list[str]]:
@@ -129,8 +138,9 @@ def rollback(ctx: Context, model: str, ref: str | None, reason: str | None) -> D
             )
     if target.version_id == active:
         raise UsageError(f"{model} v{target.seq} is already active")
+    _cursor(ctx, target)
     _activate(ctx, "rollback", target, active, reason, {})
-    return Deployed(model, target, active, True, False, "rollback", _next(ctx, target))
+    return Deployed(model, target, active, True, False, "rollback", *_next(ctx, target))
 
 
 def pause(ctx: Context, model: str, reason: str | None) -> bool:
@@ -179,6 +189,17 @@ def _activate(
     ctx.state.activate(version.model, version.version_id, at, event)
 
 
-def _next(ctx: Context, version: Version) -> str | None:
+def _next(ctx: Context, version: Version) -> tuple[str | None, str | None]:
+    """The partition the next tick runs with `version`, or where a cursor model continues."""
+    if version.spec.cursor is not None:
+        return None, _cursor(ctx, version)
     upcoming = next_due(ctx, version)
-    return upcoming.partition if upcoming else None
+    return (upcoming.partition if upcoming else None), None
+
+
+def _cursor(ctx: Context, version: Version) -> str | None:
+    """Where a cursor model's next run starts with `version`; raises RefusedError when it
+    cannot continue the model's cursor (see ops/cursor.position)."""
+    if version.spec.cursor is None:
+        return None
+    return position(ctx.state, version).reason

@@ -18,6 +18,7 @@ from tidegate.execution.session import writer_session
 from tidegate.ops import correctness
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
+from tidegate.ops.cursor import cursor_batches, cursor_engine, position
 from tidegate.ops.schedule import CATCH_UP, due_partitions
 from tidegate.ops.taint import tainted_outcomes
 
@@ -36,9 +37,11 @@ class RunResult:
 
 def _plan(
     ctx: Context, models: list[str], partition: str | None, force: bool
-) -> tuple[list[tuple[Version, PartitionRange]], list[str]]:
+) -> tuple[list[tuple[Version, PartitionRange | None]], list[str]]:
+    """Per model, the partitions to run; None for a cursor model, whose interval is read from
+    its source once the run holds the warehouse."""
     project, state = ctx.project, ctx.state
-    plan: list[tuple[Version, PartitionRange]] = []
+    plan: list[tuple[Version, PartitionRange | None]] = []
     notes: list[str] = []
     for name in [m for m in project.order if m in models]:
         model_state = state.model_state(name)
@@ -60,6 +63,10 @@ def _plan(
                 )
             notes.append(f"{name}: paused, run anyway (--force)")
         spec = version.spec
+        if spec.cursor is not None and partition is None:
+            position(state, version)  # refuses a cursor it cannot continue before any write
+            plan.append((version, None))
+            continue
         if partition is not None:
             chosen = spec.parse_range(partition)
             first = spec.first_partition()
@@ -97,6 +104,8 @@ def run(
     plan, notes = _plan(ctx, selected, partition, force)
     pending = correctness.pending_deploys(ctx, [version for version, _ in plan])
     with writer_session(project, ctx.state, ctx.clock, ctx.wait) as session:
+        if any(chosen is None for _, chosen in plan):
+            cursor_engine(session.engine)
         run_id = new_run_id()
         ctx.state.create_run(
             Run(
@@ -115,11 +124,15 @@ def run(
         outcomes: list[Outcome] = []
         with ctx.closing_run(run_id):
             for version, chosen in plan:
-                # one partition per batch: a scheduler tick is small, and each partition its own
-                # unit of publish
-                batches = enumerate(
-                    PartitionRange(chosen.grain, k.start, k.end, chosen.step) for k in chosen
-                )
+                if chosen is None:
+                    batches, note = cursor_batches(ctx, session.engine, run_id, version, outcomes)
+                    notes.append(note)
+                else:
+                    # one partition per batch: a scheduler tick is small, and each partition its
+                    # own unit of publish
+                    batches = enumerate(
+                        PartitionRange(chosen.grain, k.start, k.end, chosen.step) for k in chosen
+                    )
                 executor.execute(run_id, version, batches, Options(on_outcome=outcomes.append))
         bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED

@@ -49,7 +49,7 @@ def next_due(ctx: Context, version: Version) -> NextDue | None:
     one that becomes due next."""
     spec = version.spec
     if not spec.grain.is_time:
-        return None
+        return None  # key lists and ranges run on request; a cursor model past its cursor
     due = due_partitions(ctx, version)
     # nothing due: the partition after the newest one that was
     start = due.start if len(due) else due.end

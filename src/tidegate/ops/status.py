@@ -24,6 +24,8 @@ from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import PublishedPartition
 from tidegate.domain.throttle import THROTTLE_EVENT
 from tidegate.ops.context import Context
+from tidegate.ops.cursor import mark_doc
+from tidegate.ops.cursor import status_doc as cursor_status
 from tidegate.ops.schedule import next_due
 from tidegate.state.base import Event, ModelState
 
@@ -100,6 +102,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
                 "ended_at": last.ended_at,
             },
         }
+        entry["cursor"] = None if active is None else cursor_status(ctx.state, active)
         if model:
             entry["ranges"] = [
                 {
@@ -294,7 +297,18 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
             for e in ctx.state.events(model)
             if e.kind == THROTTLE_EVENT and e.run_id == run_id
         ],
+        "cursor": _cursor_marks(ctx, run_id),
     }
+
+
+def _cursor_marks(ctx: Context, run_id: str) -> list[dict[str, object]]:
+    """How far the run took each cursor model, and why."""
+    found = []
+    for mark in ctx.state.run_cursor_marks(run_id):
+        cursor = ctx.project.models[mark.model].cursor if mark.model in ctx.project.models else None
+        same = cursor is not None and cursor.identity == (mark.table, mark.column)
+        found.append(mark_doc(mark, cursor if same else None))
+    return found
 
 
 def _command_doc(record: CommandRecord | None) -> dict[str, Any] | None:

@@ -16,7 +16,12 @@ from tidegate.domain.errors import UsageError
 from tidegate.domain.gate import Gate, inputs_digest, is_flaky, sample
 from tidegate.domain.ids import new_gate_id
 from tidegate.domain.model import ModelSpec, Version
-from tidegate.domain.partitions import PartitionKey, floor, to_epoch
+from tidegate.domain.partitions import (
+    EVERYTHING,
+    PartitionKey,
+    floor,
+    to_epoch,
+)
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.engines.base import Engine, Target
 from tidegate.execution.executor import reading_of
@@ -137,6 +142,8 @@ def _choose(
         if first is not None and chosen.start < first.start:
             raise UsageError(f"{spec.name} starts at {spec.start}; {partitions} is before it")
         return list(chosen)
+    if spec.cursor is not None:
+        return _published_cursor_partitions(ctx, spec, size, seed)
     complete = spec.all_partitions_until(floor(spec.grain, to_epoch(ctx.clock.now())))
     active = ctx.state.active_version(spec.name)
     published = (
@@ -153,6 +160,21 @@ def _choose(
         return []
     by_start = {k.start: k for k in complete}
     return [by_start[start] for start in sample(candidates, size, seed)]
+
+
+def _published_cursor_partitions(
+    ctx: Context, spec: ModelSpec, size: int, seed: int
+) -> list[PartitionKey]:
+    """A sample of the intervals the active version of a cursor model published."""
+    active = ctx.state.active_version(spec.name)
+    if active is None:
+        return []
+    published = {
+        p.partition_start: PartitionKey(spec.grain, p.partition_start, p.partition_end)
+        for p in ctx.state.partitions(spec.name, *EVERYTHING)
+        if p.attempt_id is not None and p.version_id == active.version_id
+    }
+    return [published[start] for start in sample(list(published), size, seed)]
 
 
 def shadow_run(
@@ -219,8 +241,9 @@ def _write_shadow(engine: Engine, version: Version, staging: str, unit: Unit) ->
         version.shadow_table,
         spec.columns,
         spec.partition_column,
-        bool(spec.keys),
+        spec.single_unit,
         schema=SHADOW_SCHEMA,
+        cursor=spec.cursor is not None,
     )
     engine.publish(target, staging, unit.bounds(spec), [])
 

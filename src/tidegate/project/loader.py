@@ -33,6 +33,7 @@ from tidegate.project.config import (
     read_project_file,
     sources_of,
 )
+from tidegate.project.cursor_decl import cursor_column, cursor_keys_only_for_cursor, cursor_spec
 from tidegate.project.model_file import ModelFile, ProgramHeader, UpdateHeader, read_model_file
 from tidegate.project.python_model import read_python_model
 from tidegate.project.toml_model import read_toml_model
@@ -98,6 +99,7 @@ def load_project(root: Path) -> Project:
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
     _check_updates(settings, models, model_files)
+    _refuse_unreadable_upstreams(models, model_files)
     for consumer in settings.consumers:
         if consumer.model not in models:
             text = (root / PROJECT_FILE).read_text()
@@ -123,11 +125,9 @@ def load_project(root: Path) -> Project:
 def _check_updates(
     settings: ProjectFile, models: dict[str, ModelSpec], model_files: dict[str, ModelFile]
 ) -> None:
-    """An update model writes a table nobody else publishes, and nobody reads it as a model.
-
-    Its `table` may not be a model's table (a published partition rewritten in place would
-    bypass the gates, and its markers and checksums would no longer describe it) nor sit in a
-    schema of tidegate's own; a model reading an update model reads its table as a source."""
+    """An update model writes a table nobody else publishes: its `table` may not be a model's
+    table (a published partition rewritten in place would bypass the gates, and its markers
+    and checksums would no longer describe it) nor sit in a schema of tidegate's own."""
     own = {META_SCHEMA, SHADOW_SCHEMA, STAGING_SCHEMA}
     if settings.state.url is not None:
         own.add(settings.state.db_schema)
@@ -151,23 +151,38 @@ def _check_updates(
                 "model fills columns of a table the application owns",
                 model.header_line("table"),
             )
+
+
+def _refuse_unreadable_upstreams(
+    models: dict[str, ModelSpec], model_files: dict[str, ModelFile]
+) -> None:
+    """A model reads upstream partitions by their time windows or keys: an update model has
+    neither (it publishes no table of its own), nor does a cursor model (its intervals)."""
     for name, spec in models.items():
-        for upstream in spec.upstream:
-            update = models[upstream].update
-            if update is None:
+        for parent in spec.upstream:
+            problem = _unreadable(models[parent])
+            if problem is None:
                 continue
-            model = model_files[name]
+            model_file = model_files[name]
             line = (
-                model.header_line("upstream")
-                if isinstance(model.header, ProgramHeader)
-                else _table_line(model, upstream, parse_query(model.sql))
+                model_file.header_line("upstream")
+                if isinstance(model_file.header, ProgramHeader)
+                else _table_line(model_file, parent, parse_query(model_file.sql))
             )
-            raise ConfigError(
-                model.path,
-                f"reads {upstream!r}, an update model, which publishes no table of its own: "
-                f"read the table {update.table!r} as a source",
-                line,
-            )
+            raise ConfigError(model_file.path, problem, line)
+
+
+def _unreadable(parent: ModelSpec) -> str | None:
+    if parent.update is not None:
+        return (
+            f"reads {parent.name!r}, an update model, which publishes no table of its own: "
+            f"read the table {parent.update.table!r} as a source"
+        )
+    if parent.cursor is not None:
+        return (
+            f"reads the cursor model {parent.name!r}: reading a cursor model is not supported yet"
+        )
+    return None
 
 
 def model_files_of(root: Path) -> list[Path]:
@@ -266,6 +281,9 @@ def _check_unique_key(model: ModelFile, columns: tuple[Column, ...]) -> None:
 
 def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
     header = model.header
+    cursor_keys_only_for_cursor(model)
+    if header.grain is Grain.CURSOR:
+        return cursor_column(model), ()
     if header.grain is Grain.KEY:
         if not header.key_column or not header.keys:
             raise ConfigError(
@@ -448,7 +466,9 @@ def _build_spec(
     column_names = {c.name for c in columns}
     partition_column, keys = _partitioning(model)
     if partition_column not in column_names:
-        field = "key_column" if header.grain is Grain.KEY else "time_column"
+        field = {Grain.KEY: "key_column", Grain.CURSOR: "cursor_column"}.get(
+            header.grain, "time_column"
+        )
         raise ConfigError(
             model.path,
             f"{field}: {partition_column!r} is not in columns",
@@ -490,6 +510,17 @@ def _build_spec(
     )
     reconciliations = _reconciliations(model, reads)
     checks = _checks(model, columns, partition_column, reads, sources)
+    cursor = (
+        cursor_spec(
+            model,
+            columns,
+            {t for t in reads if t in model_names},
+            {t for t in reads if t in sources},
+            sources,
+        )
+        if header.grain is Grain.CURSOR
+        else None
+    )
     return ModelSpec(
         name=name,
         path=model.path,
@@ -508,6 +539,7 @@ def _build_spec(
         sources=tuple(sorted(t for t in reads if t in sources)),
         reconciliations=reconciliations,
         program=program,
+        cursor=cursor,
     )
 
 
@@ -574,7 +606,7 @@ def _sql_line(model: ModelFile, word: str) -> int | None:
 
 def _reconciliations(model: ModelFile, reads: set[str]) -> tuple[Reconciliation, ...]:
     declared = model.header.reconciliations
-    if declared and model.header.grain is Grain.KEY:
+    if declared and not model.header.grain.is_time:
         raise ConfigError(
             model.path,
             "reconciliations: only time-partitioned models reconcile per partition",

@@ -124,6 +124,17 @@ class Declaration(_Strict):
     deprecated: dict[str, str] = {}
     checks: list[CheckDecl] = []
     reconciliations: list[ReconciliationDecl] = []
+    # grain "cursor": the source column the cursor measures (the output carries it too), the
+    # source (needed when the model reads several), where a version starts, the lag rule and
+    # the most rows one batch processes
+    cursor_column: str | None = None
+    cursor_source: str | None = None
+    cursor_start: int | str | None = None
+    cursor_lag: int | str | None = None
+    cursor_batch_rows: int | None = Field(default=None, gt=0)
+    # no two source rows share a cursor value (an id from a sequence): a run may go up to the
+    # newest value instead of leaving it to the next run
+    cursor_unique: bool | None = None
 
 
 class ModelHeader(Declaration):

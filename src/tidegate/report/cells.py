@@ -8,6 +8,7 @@ per partition is sent but its state, its writer and, in the file report, its det
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,15 +29,19 @@ def _month(ts: int) -> int:
 
 @dataclass(frozen=True)
 class Calendar:
-    """`n` consecutive partitions of `grain`, the first starting at `first`."""
+    """`n` consecutive partitions of `grain`, the first starting at `first`; a cursor model's
+    cells are the intervals it processed, in order (`starts`), not every value between."""
 
     grain: Grain
     first: int
     n: int
     step: int = 0  # a key range's chunk size
+    starts: tuple[int, ...] = ()
 
     def ordinal(self, start: int) -> int:
         """The cell of the partition starting at `start` (rounded down into the grain)."""
+        if self.grain is Grain.CURSOR:
+            return bisect_left(self.starts, start)
         if self.grain is Grain.DAY:
             return (start - self.first) // DAY_SECONDS
         if self.grain is Grain.HOUR:
@@ -53,6 +58,8 @@ def calendar(
 ) -> Calendar:
     """The cells to draw: the `expected` partitions [start, end) — those due by now — and every
     partition the ledger knows, whichever reaches further either way."""
+    if grain is Grain.CURSOR:
+        return Calendar(grain, 0, len(known), starts=tuple(row.start for row in known))
     bounds = [b for b in (expected,) if b is not None and b[0] < b[1]]
     if known:
         bounds.append((known[0].start, known[-1].end))

@@ -157,7 +157,12 @@ def _model(
     doc = {
         "name": name,
         "grain": spec.grain.value,
-        "keys": list(spec.keys),
+        # a cursor model's cells are labelled like key-list cells: one label per interval
+        "keys": (
+            [PartitionKey(spec.grain, r.start, r.end).label() for r in rows]
+            if spec.grain is Grain.CURSOR
+            else list(spec.keys)
+        ),
         "chunk_size": spec.chunk_size,
         "first": cal.first,
         "n": cal.n,

@@ -101,10 +101,16 @@ DUCKDB = Flavor(
 
 
 def partition_predicate(
-    partition_column: str, keyed: bool, table_alias: str | None = None
+    partition_column: str, keyed: bool, table_alias: str | None = None, cursor: bool = False
 ) -> exp.Expr:
-    """Rows of the partition being written: bound as $start/$end, or $key for key lists."""
+    """Rows of the partition being written: bound as $start/$end, or $key for key lists. A
+    cursor partition is (start, end] of the cursor, bound as the column's own type."""
     col = column(partition_column, table_alias)
+    if cursor:
+        return exp.and_(
+            exp.GT(this=col, expression=exp.Placeholder(this="start")),
+            exp.LTE(this=col.copy(), expression=exp.Placeholder(this="end")),
+        )
     if keyed:
         return exp.EQ(this=col, expression=exp.Placeholder(this="key"))
     lower = exp.GTE(
@@ -164,9 +170,14 @@ def drop_table(target: exp.Table, flavor: Flavor = DUCKDB) -> str:
 
 
 def delete_partition(
-    target: exp.Table, partition_column: str, keyed: bool, flavor: Flavor = DUCKDB
+    target: exp.Table,
+    partition_column: str,
+    keyed: bool,
+    flavor: Flavor = DUCKDB,
+    cursor: bool = False,
 ) -> str:
-    return flavor.render(exp.delete(target, where=partition_predicate(partition_column, keyed)))
+    where = partition_predicate(partition_column, keyed, cursor=cursor)
+    return flavor.render(exp.delete(target, where=where))
 
 
 def insert_from(
@@ -258,7 +269,9 @@ def _violations(check: CheckSpec) -> exp.Expr | None:
         predicate = sqlglot.parse_one(params["expression"], dialect=DIALECT)
         return exp.not_(exp.Coalesce(this=exp.paren(predicate), expressions=[exp.false()]))
     if check.kind == "partition_bounds":
-        inside = partition_predicate(params["column"], bool(params.get("keyed")))
+        inside = partition_predicate(
+            params["column"], bool(params.get("keyed")), cursor=bool(params.get("cursor"))
+        )
         is_null = exp.Is(this=column(params["column"]), expression=exp.Null())
         return exp.or_(is_null, exp.not_(exp.paren(inside)))
     if check.kind == "null_ratio":
@@ -379,6 +392,31 @@ _INSTANT_TYPES = frozenset(
 def is_time_type(type_text: str) -> bool:
     """Whether a (canonical) column type holds dates or timestamps."""
     return exp.DataType.build(type_text, dialect=DIALECT).this in _INSTANT_TYPES
+
+
+# the integer types whose every value is an int64 cursor value
+_INTEGER_TYPES = frozenset(
+    {
+        exp.DataType.Type.TINYINT,
+        exp.DataType.Type.SMALLINT,
+        exp.DataType.Type.INT,
+        exp.DataType.Type.BIGINT,
+        exp.DataType.Type.UTINYINT,
+        exp.DataType.Type.USMALLINT,
+        exp.DataType.Type.UINT,
+    }
+)
+
+
+def cursor_type_kind(type_text: str) -> str | None:
+    """What a (canonical) column type holds as a cursor: "integer", "timestamp" (without time
+    zone: a naive UTC value), or None when it cannot be one."""
+    kind = exp.DataType.build(type_text, dialect=DIALECT).this
+    if kind in _INTEGER_TYPES:
+        return "integer"
+    if kind in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ):
+        return "timestamp"
+    return None
 
 
 def query_check_problem(

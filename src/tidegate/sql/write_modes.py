@@ -69,6 +69,7 @@ def delete_matched(
     key: Sequence[str],
     grain: str | None,
     flavor: Flavor = DUCKDB,
+    cursor: bool = False,
 ) -> str:
     """Merge, first half: delete the rows of the partitions being written whose unique key
     the staged rows hold (then every staged row is inserted)."""
@@ -78,7 +79,7 @@ def delete_matched(
         .where(_same_key(key, partition_column, grain))
     )
     where = exp.and_(
-        partition_predicate(partition_column, keyed, PUBLISHED_ALIAS),
+        partition_predicate(partition_column, keyed, PUBLISHED_ALIAS, cursor),
         exp.Exists(this=staged_rows),
     )
     return flavor.render(exp.delete(_aliased(target, PUBLISHED_ALIAS), where=where))
@@ -93,6 +94,7 @@ def insert_unmatched(
     key: Sequence[str],
     grain: str | None,
     flavor: Flavor = DUCKDB,
+    cursor: bool = False,
 ) -> str:
     """Append with a unique key: insert the staged rows whose key the partitions being written
     do not hold yet."""
@@ -102,7 +104,7 @@ def insert_unmatched(
         .from_(_aliased(target, PUBLISHED_ALIAS))
         .where(
             exp.and_(
-                partition_predicate(partition_column, keyed, PUBLISHED_ALIAS),
+                partition_predicate(partition_column, keyed, PUBLISHED_ALIAS, cursor),
                 _same_key(key, partition_column, grain),
             )
         )
@@ -125,12 +127,15 @@ def partition_content(
     partition_column: str,
     grain: str | None,
     flavor: Flavor = DUCKDB,
+    cursor: bool = False,
 ) -> str:
     """The checksum of what the partitions being written hold (their published rows, over
     `columns`), computed like a staged partition's: per time partition of `grain` (partition
-    start, rows, digest), or for a key list's partition (`grain` None) one row (rows, digest)."""
+    start, rows, digest), or for a key list's or a cursor's partition (`grain` None) one row
+    (rows, digest)."""
     if grain is None:
-        return checksum(target, columns, partition_predicate(partition_column, True), flavor)
+        where = partition_predicate(partition_column, True, cursor=cursor)
+        return checksum(target, columns, where, flavor)
     return grouped_checksums(target, columns, partition_column, grain, windowed=True, flavor=flavor)
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.command import CommandRecord
+from tidegate.domain.cursor import CursorMark
 from tidegate.domain.gate import Gate
 from tidegate.domain.model import Version
 from tidegate.domain.queue import BatchTally, Lease, RunTally
@@ -280,6 +281,22 @@ class StateStore(Protocol):
     def checks(self, attempt_id: str) -> list[CheckResult]: ...
 
     def inputs(self, attempt_id: str) -> list[Input]: ...
+
+    # cursor marks
+    def record_cursor_mark(self, mark: CursorMark) -> None:
+        """Record what a run of a cursor model saw and how far it went. Transactional."""
+
+    def cursor_marks(
+        self, model: str, table: str, column: str, limit: int = 20
+    ) -> list[CursorMark]:
+        """The newest marks of `model` measured in `table`.`column`, newest first."""
+
+    def run_cursor_marks(self, run_id: str) -> list[CursorMark]: ...
+
+    def newest_published(self, model: str) -> list[tuple[str, int, int]]:
+        """Per version of `model` that published partitions: (version id, the furthest end it
+        published, the ledger sequence of its last published attempt), last published first
+        (by that sequence, never by a timestamp)."""
 
     # partitions (the read model)
     def partition(self, model: str, start: int) -> PublishedPartition | None: ...

@@ -7,6 +7,7 @@ from typing import Any
 
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checks import CheckResult
+from tidegate.domain.cursor import CursorKind, CursorSpec
 from tidegate.domain.gate import Gate
 from tidegate.domain.model import (
     ChangeKind,
@@ -54,6 +55,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             **({"program": _program_doc(spec.program)} if spec.program else {}),
             **({"chunk_size": spec.chunk_size} if spec.chunk_size else {}),
             **({"update": spec.update.config()} if spec.update else {}),
+            **({"cursor": spec.cursor.config()} if spec.cursor else {}),
         },
         sort_keys=True,
     )
@@ -106,6 +108,22 @@ def spec_from_json(text: str) -> ModelSpec:
         program=_program_from(data.get("program")),
         chunk_size=data.get("chunk_size", 0),
         update=UpdateSpec.from_config(data["update"]) if "update" in data else None,
+        cursor=_cursor_from(data.get("cursor")),
+    )
+
+
+def _cursor_from(data: dict[str, Any] | None) -> CursorSpec | None:
+    if data is None:
+        return None
+    return CursorSpec(
+        source=data["source"],
+        table=data["table"],
+        column=data["column"],
+        kind=CursorKind(data["kind"]),
+        start=data["start"],
+        lag=data["lag"],
+        batch_rows=data["batch_rows"],
+        unique=bool(data.get("unique", False)),
     )
 
 

@@ -220,7 +220,10 @@ def publish_one(con: Any, attempt_id: str, at: str) -> None:
     if moved.rowcount != 1:
         raise IllegalTransition(f"attempt {attempt_id} is not audited; it cannot publish")
     con.execute(
+        # a cursor partition's end is the interval its attempt processed: an attempt that
+        # failed before it may have planned another end from the same start
         "UPDATE partitions SET version_id = a.version_id, run_id = a.run_id, "
+        "partition_end = a.partition_end, "
         "attempt_id = a.attempt_id, row_count = a.row_count, checksum = a.checksum, "
         "published_at = ?, last_state = CASE WHEN partitions.last_attempt_id = a.attempt_id "
         "THEN 'published' ELSE partitions.last_state END "

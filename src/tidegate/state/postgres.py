@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import psycopg
 
 from tidegate.state.ledger_commands import CommandTables
+from tidegate.state.ledger_cursors import CursorTables
 from tidegate.state.ledger_gates import GateTables
 from tidegate.state.ledger_runs import RunTables
 from tidegate.state.postgres_attempts import AttemptTables
@@ -26,6 +27,7 @@ from tidegate.state.postgres_tables import PostgresTables
 
 class PostgresStateStore(
     CommandTables,
+    CursorTables,
     GateTables,
     RunTables,
     AttemptTables,

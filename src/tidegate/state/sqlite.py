@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tidegate.domain.errors import StateStoreError
 from tidegate.state.ledger_commands import CommandTables
+from tidegate.state.ledger_cursors import CursorTables
 from tidegate.state.ledger_gates import GateTables
 from tidegate.state.ledger_migrations import numbered_scripts
 from tidegate.state.ledger_runs import RunTables
@@ -32,6 +33,7 @@ SCHEMA_VERSION = max(number for number, _ in migrations())
 
 class SQLiteStateStore(
     CommandTables,
+    CursorTables,
     GateTables,
     RunTables,
     AttemptTables,
