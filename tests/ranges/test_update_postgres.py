@@ -72,6 +72,19 @@ WAITING_FOR_A_LOCK = (
 )
 
 
+def backfill_waiting_for_a_lock(project: Path, dsn: str, order: int) -> subprocess.Popen[str]:
+    """A backfill of chunk 0, once it waits for the lock the application holds on `order`."""
+    process = spawn(
+        "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
+    )
+    wait_until(
+        f"the update waiting for order {order}",
+        lambda: rows(dsn, WAITING_FOR_A_LOCK)[0][0] or None,
+        30,
+    )
+    return process
+
+
 @dataclass
 class Sampler:
     """Polls the server every 20 ms for tidegate's open transactions and the locks they hold
@@ -398,14 +411,7 @@ def test_an_application_locking_rows_in_key_order_never_deadlocks_with_the_updat
     with psycopg.connect(dsn, application_name="app") as app:
         app.execute("SET lock_timeout = '10s'")
         app.execute("SELECT 1 FROM orders WHERE order_id = 1 FOR UPDATE")
-        process = spawn(
-            "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
-        )
-        wait_until(
-            "the update waiting for order 1",
-            lambda: rows(dsn, WAITING_FOR_A_LOCK)[0][0] or None,
-            30,
-        )
+        process = backfill_waiting_for_a_lock(project, dsn, 1)
         # key order: the application's next row is higher; the update holds none of them yet
         app.execute("SELECT 1 FROM orders WHERE order_id = 9999 FOR UPDATE")
         app.commit()
@@ -433,14 +439,7 @@ def test_the_update_reads_committed_whatever_the_database_default(tmp_path: Path
             "UPDATE orders SET gross_amount = gross_amount + 1, net_revenue = "
             "CAST(gross_amount + 1 - discount - refund AS DECIMAL(18, 2)) WHERE order_id = 5"
         )
-        process = spawn(
-            "backfill", MODEL, "--partitions", "0", "--lock-timeout", "30s", "--project", project
-        )
-        wait_until(
-            "the update waiting for order 5",
-            lambda: rows(dsn, WAITING_FOR_A_LOCK)[0][0] or None,
-            30,
-        )
+        process = backfill_waiting_for_a_lock(project, dsn, 5)
         app.commit()
     _, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
