@@ -1,0 +1,160 @@
+"""The chaos campaign on the embedded default (DuckDB warehouse, SQLite ledger): `run`,
+`backfill` (then `backfill resume`), `rerun` and `recover` (then `recover resume`) SIGKILLed at
+seeded points, restarted, and checked after every kill (harness.py).
+
+rerun and recover replace partitions a buggy version wrote (refunded orders counted as
+completed: every check passes, the rows are wrong) with the active, fixed version's, so "whole"
+means every partition is at every instant entirely the buggy or entirely the fixed output.
+`TIDEGATE_CHAOS_SEED` shifts every seed, to explore beyond the campaign CI replays."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import (
+    MODEL,
+    Chain,
+    Partitions,
+    assert_converged,
+    clean_checksums,
+    record,
+    survive,
+    target,
+)
+from tests.chaos.stores import Stores
+from tests.kit import FORCED, example_project, tidegate
+
+pytestmark = [pytest.mark.crash, pytest.mark.duckdb]
+
+RANGE = "2025-01-01..2025-01-12"
+ROWS_PER_DAY = 6
+SHIFT = int(os.environ.get("TIDEGATE_CHAOS_SEED", "0"))
+# the buggy version: refunded orders grouped with the completed ones
+BUGGY = (
+    ("    status,\n", "    CASE WHEN status = 'refunded' THEN 'completed' ELSE status END AS status,\n"),
+    ("GROUP BY CAST(order_ts AS DATE), status", "GROUP BY 1, 2"),
+)
+
+
+def ok(project: Path, *args: str) -> str:
+    done = tidegate(*args, "--project", project)
+    assert done.exit_code == 0, (args, done.stderr)
+    return done.stdout
+
+
+def newest_run(stores: Stores, kind: str) -> str | None:
+    found = stores.ledger(
+        "SELECT run_id FROM runs WHERE kind = ? ORDER BY run_id DESC LIMIT 1", [kind]
+    )
+    return str(found[0][0]) if found else None
+
+
+@dataclass(frozen=True)
+class Fixtures:
+    fresh: Path  # built and deployed, nothing published
+    buggy: Path  # RANGE published by the buggy version, the fixed one active again
+    buggy_run: str
+    clean: Partitions
+    checksums: dict[int, str]
+    wrong: Partitions
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
+    root = tmp_path_factory.mktemp("chaos")
+    fresh = example_project(root / "fresh", rows_per_day=ROWS_PER_DAY)
+    clean = root / "clean"
+    shutil.copytree(fresh, clean)
+    ok(clean, "backfill", MODEL, "--partitions", RANGE)
+    buggy = root / "buggy"
+    shutil.copytree(fresh, buggy)
+    source = buggy / "models" / f"{MODEL}.sql"
+    text = source.read_text()
+    for old, new in BUGGY:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    source.write_text(text)
+    ok(buggy, "build")
+    ok(buggy, "deploy", MODEL, *FORCED)
+    ok(buggy, "backfill", MODEL, "--partitions", RANGE)
+    ok(buggy, "rollback", MODEL)
+    buggy_run = newest_run(Stores(buggy), "backfill")
+    assert buggy_run is not None
+    wrong = target(Stores(buggy))
+    assert wrong != target(Stores(clean)), "the buggy version must change some partition"
+    return Fixtures(
+        fresh,
+        buggy,
+        buggy_run,
+        target(Stores(clean)),
+        clean_checksums(Stores(clean)),
+        wrong,
+    )
+
+
+def chain(command: str, project: Path, fixtures: Fixtures) -> Chain:
+    at = ("--project", str(project))
+    if command == "run":
+        argv = ("run", MODEL, "--partition", RANGE, *at)
+        return Chain(command, argv, lambda _: argv)
+    if command == "backfill":
+        argv = ("backfill", MODEL, "--partitions", RANGE, "--batch-size", "1",
+                "--max-concurrency", "2", *at)
+
+        def resume_backfill(stores: Stores) -> tuple[str, ...]:
+            run_id = newest_run(stores, "backfill")
+            return ("backfill", "resume", run_id, *at) if run_id else argv
+
+        return Chain(command, argv, resume_backfill)
+    if command == "rerun":
+        argv = ("rerun", fixtures.buggy_run, "--partitions", RANGE, "--approve", "chaos", *at)
+        return Chain(command, argv, lambda _: argv)
+    assert command == "recover"
+    ok(project, "taint", MODEL, "--partitions", RANGE, "--reason", "refunds counted as completed")
+    argv = ("recover", MODEL, "--batch-size", "1", *at)
+
+    def resume_recovery(stores: Stores) -> tuple[str, ...]:
+        run_id = newest_run(stores, "recover")
+        return ("recover", "resume", run_id, *at) if run_id else argv
+
+    return Chain(command, argv, resume_recovery)
+
+
+COMMANDS = ("run", "backfill", "rerun", "recover")
+# (command, seed, kills): the default campaign, then the slow one's further seeds
+DEFAULT = [(command, 1, 6) for command in COMMANDS]
+SLOW = [(command, seed, 8) for command in COMMANDS for seed in range(2, 8)]
+
+
+def campaign(command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    starts_buggy = command in ("rerun", "recover")
+    shutil.copytree(fixtures.buggy if starts_buggy else fixtures.fresh, project)
+    stores = Stores(project)
+    versions = [fixtures.clean, fixtures.wrong] if starts_buggy else [fixtures.clean]
+    rng = random.Random(f"{command}-{seed + SHIFT}")
+    survived = survive(chain(command, project, fixtures), stores, rng, kills, versions)
+    record(command, "duckdb", seed + SHIFT, survived)
+    assert_converged(stores, fixtures.clean, fixtures.checksums, f"{command} seed {seed}")
+    assert survived, f"{command} seed {seed}: the command finished before any kill"
+
+
+@pytest.mark.parametrize(("command", "seed", "kills"), DEFAULT)
+def test_killed_and_restarted_until_done_equals_a_clean_run(
+    command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: Path
+) -> None:
+    campaign(command, seed, kills, fixtures, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "seed", "kills"), SLOW)
+def test_the_slow_campaign(
+    command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: Path
+) -> None:
+    campaign(command, seed, kills, fixtures, tmp_path)
