@@ -15,15 +15,19 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tests.chaos.harness import (
     MODEL,
     Chain,
     Partitions,
+    assert_consistent,
     assert_converged,
     clean_checksums,
+    newest_run,
     record,
+    resume,
     survive,
     target,
 )
@@ -37,7 +41,10 @@ ROWS_PER_DAY = 6
 SHIFT = int(os.environ.get("TIDEGATE_CHAOS_SEED", "0"))
 # the buggy version: refunded orders grouped with the completed ones
 BUGGY = (
-    ("    status,\n", "    CASE WHEN status = 'refunded' THEN 'completed' ELSE status END AS status,\n"),
+    (
+        "    status,\n",
+        "    CASE WHEN status = 'refunded' THEN 'completed' ELSE status END AS status,\n",
+    ),
     ("GROUP BY CAST(order_ts AS DATE), status", "GROUP BY 1, 2"),
 )
 
@@ -46,13 +53,6 @@ def ok(project: Path, *args: str) -> str:
     done = tidegate(*args, "--project", project)
     assert done.exit_code == 0, (args, done.stderr)
     return done.stdout
-
-
-def newest_run(stores: Stores, kind: str) -> str | None:
-    found = stores.ledger(
-        "SELECT run_id FROM runs WHERE kind = ? ORDER BY run_id DESC LIMIT 1", [kind]
-    )
-    return str(found[0][0]) if found else None
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,9 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
     ok(buggy, "deploy", MODEL, *FORCED)
     ok(buggy, "backfill", MODEL, "--partitions", RANGE)
     ok(buggy, "rollback", MODEL)
-    buggy_run = newest_run(Stores(buggy), "backfill")
-    assert buggy_run is not None
+    found = newest_run(Stores(buggy), "backfill")
+    assert found is not None
+    buggy_run = found[0]
     wrong = target(Stores(buggy))
     assert wrong != target(Stores(clean)), "the buggy version must change some partition"
     return Fixtures(
@@ -101,29 +102,28 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
 def chain(command: str, project: Path, fixtures: Fixtures) -> Chain:
     at = ("--project", str(project))
     if command == "run":
-        argv = ("run", MODEL, "--partition", RANGE, *at)
+        argv: tuple[str, ...] = ("run", MODEL, "--partition", RANGE, *at)
         return Chain(command, argv, lambda _: argv)
     if command == "backfill":
-        argv = ("backfill", MODEL, "--partitions", RANGE, "--batch-size", "1",
-                "--max-concurrency", "2", *at)
-
-        def resume_backfill(stores: Stores) -> tuple[str, ...]:
-            run_id = newest_run(stores, "backfill")
-            return ("backfill", "resume", run_id, *at) if run_id else argv
-
-        return Chain(command, argv, resume_backfill)
+        argv = (
+            "backfill",
+            MODEL,
+            "--partitions",
+            RANGE,
+            "--batch-size",
+            "1",
+            "--max-concurrency",
+            "2",
+            *at,
+        )
+        return Chain(command, argv, resume("backfill", argv, at))
     if command == "rerun":
         argv = ("rerun", fixtures.buggy_run, "--partitions", RANGE, "--approve", "chaos", *at)
         return Chain(command, argv, lambda _: argv)
     assert command == "recover"
     ok(project, "taint", MODEL, "--partitions", RANGE, "--reason", "refunds counted as completed")
     argv = ("recover", MODEL, "--batch-size", "1", *at)
-
-    def resume_recovery(stores: Stores) -> tuple[str, ...]:
-        run_id = newest_run(stores, "recover")
-        return ("recover", "resume", run_id, *at) if run_id else argv
-
-    return Chain(command, argv, resume_recovery)
+    return Chain(command, argv, resume("recover", argv, at))
 
 
 COMMANDS = ("run", "backfill", "rerun", "recover")
@@ -158,3 +158,31 @@ def test_the_slow_campaign(
     command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: Path
 ) -> None:
     campaign(command, seed, kills, fixtures, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        # a duplicated row
+        "INSERT INTO daily_revenue SELECT * FROM daily_revenue WHERE order_date = '2025-01-03'",
+        # a half-written partition
+        "DELETE FROM daily_revenue WHERE order_date = '2025-01-04' AND status = 'completed'",
+        # a publish the ledger never heard of
+        "INSERT INTO _tidegate.commit_markers SELECT * REPLACE ('att-unknown' AS attempt_id, "
+        "'9999-12-31T00:00:00Z' AS published_at) FROM _tidegate.commit_markers LIMIT 1",
+    ],
+    ids=["duplicate", "half-written", "unknown-marker"],
+)
+def test_the_invariants_catch_what_they_guard_against(
+    tamper: str, fixtures: Fixtures, tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    shutil.copytree(fixtures.fresh, project)
+    ok(project, "backfill", MODEL, "--partitions", RANGE)
+    stores = Stores(project)
+    assert_consistent(stores, [fixtures.clean], "before")
+    con = duckdb.connect(str(project / "warehouse.duckdb"))
+    con.execute(tamper)
+    con.close()
+    with pytest.raises(AssertionError):
+        assert_consistent(stores, [fixtures.clean], "after tampering")
