@@ -63,8 +63,9 @@ class SQLiteStateStore(
             self._con.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.DatabaseError as error:
-            if error.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-                raise ledger_failure(path, error) from None
+            found = ledger_failure(path, error)
+            if not isinstance(found, StateStoreError):  # busy, or a full disk: the file is fine
+                raise found from None
             raise StateStoreError(
                 f"state store {path} is unreadable ({error}); restore it from a backup or move "
                 "it aside — tidegate rebuilds nothing silently"

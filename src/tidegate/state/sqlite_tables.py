@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tidegate.domain.errors import BusyError, StateStoreError, TidegateError
+from tidegate.domain.errors import BusyError, OperationFailed, StateStoreError, TidegateError
 from tidegate.state.ledger_tables import LedgerTables, Params
 
 
@@ -56,11 +56,18 @@ class SQLiteTables(LedgerTables):
 
 def ledger_failure(path: Path, error: sqlite3.DatabaseError) -> TidegateError:
     """What a failed ledger statement means to the user: another process holding the ledger's
-    write lock past the busy timeout is busy (exit 4, retry); anything else (a full disk, an
-    unreadable file) makes the ledger unusable as it is."""
-    if error.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+    write lock past the busy timeout is busy (exit 4, retry); a full or failing disk failed the
+    operation (exit 1: the file is fine, free space and resume); anything else makes the ledger
+    unusable as it is (exit 2)."""
+    name = error.sqlite_errorname or ""
+    if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
         return BusyError(
             f"state store {path} is locked by another process ({error}); nothing was changed "
             "by this statement — retry once that process is done"
+        )
+    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
+        return OperationFailed(
+            f"state store {path} could not be written: the disk is full or failing ({error}); "
+            "nothing of the statement stayed — free space, then resume"
         )
     return StateStoreError(f"state store {path} failed ({error}); nothing of the statement stayed")
