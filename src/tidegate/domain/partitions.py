@@ -31,10 +31,15 @@ class Grain(str, Enum):
         return self is not Grain.KEY
 
 
+# ASCII digits only: `\d` alone takes any script's digits (２０２５), which strptime reads too
 _LABEL_FORMATS = {
-    Grain.HOUR: ("%Y-%m-%dT%H", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$"), "YYYY-MM-DDTHH"),
-    Grain.DAY: ("%Y-%m-%d", re.compile(r"^\d{4}-\d{2}-\d{2}$"), "YYYY-MM-DD"),
-    Grain.MONTH: ("%Y-%m", re.compile(r"^\d{4}-\d{2}$"), "YYYY-MM"),
+    Grain.HOUR: (
+        "%Y-%m-%dT%H",
+        re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$", re.ASCII),
+        "YYYY-MM-DDTHH",
+    ),
+    Grain.DAY: ("%Y-%m-%d", re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII), "YYYY-MM-DD"),
+    Grain.MONTH: ("%Y-%m", re.compile(r"^\d{4}-\d{2}$", re.ASCII), "YYYY-MM"),
 }
 
 
@@ -160,6 +165,8 @@ def parse_partition(text: str, grain: Grain, keys: Sequence[str] = ()) -> Partit
 def parse_range(text: str, grain: Grain, keys: Sequence[str] = ()) -> PartitionRange:
     """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists."""
     text = text.strip()
+    if not text.isprintable():  # the text is recorded and listed: no forged output lines
+        raise UsageError(f"range {text!r} holds a line break or a control character")
     if text == "all":
         if grain is not Grain.KEY:
             raise UsageError("range 'all' is only for key-list models; give START..END")
