@@ -214,11 +214,13 @@ class Hook:
     def __init__(self) -> None:
         self.up = threading.Event()
         self.received: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []  # the Authorization header of each POST
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.authorizations.append(self.headers.get("Authorization"))
                 if not hook.up.is_set():
                     self.send_response(503)
                     self.end_headers()
