@@ -50,3 +50,23 @@ def test_sql_that_writes_is_refused_at_build(sql: str, project: Path) -> None:
     [line] = built.stderr.splitlines()
     assert line.startswith("error: models/daily_revenue.sql:"), line
     assert (state_dump(project), warehouse_dump(project)) == before
+
+
+READS = {
+    "the commit markers": f"SELECT {COLUMNS} FROM orders, _tidegate.commit_markers {WINDOW}",
+    "the staging schema": f"SELECT {COLUMNS} FROM orders, _tidegate_staging.x {WINDOW}",
+    "its own output": "SELECT * FROM daily_revenue",
+}
+
+
+@pytest.mark.parametrize("sql", list(READS.values()), ids=list(READS))
+def test_a_model_reading_what_tidegate_writes_is_refused_at_build(sql: str, project: Path) -> None:
+    """tidegate's own tables, and the table the model writes, are not sources."""
+    model = project / "models" / "daily_revenue.sql"
+    text = model.read_text()
+    model.write_text(text[: text.index("*/") + 2] + "\n" + sql + "\n")
+    before = (state_dump(project), warehouse_dump(project))
+    built = tidegate("build", "--project", project)
+    assert built.exit_code == 2, built
+    assert len(built.stderr.splitlines()) == 1, built.stderr
+    assert (state_dump(project), warehouse_dump(project)) == before
