@@ -9,7 +9,6 @@ means every partition is at every instant entirely the buggy or entirely the fix
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from tests.chaos.harness import (
     MODEL,
+    SHIFT,
     Chain,
     assert_consistent,
     assert_converged,
@@ -30,8 +30,6 @@ from tests.chaos.projects import RANGE, Fixtures, build_fixtures, ok
 from tests.chaos.stores import Stores
 
 pytestmark = [pytest.mark.crash, pytest.mark.duckdb]
-
-SHIFT = int(os.environ.get("TIDEGATE_CHAOS_SEED", "0"))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +78,7 @@ def campaign(command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: 
     versions = [fixtures.clean, fixtures.wrong] if starts_buggy else [fixtures.clean]
     rng = random.Random(f"{command}-{seed + SHIFT}")
     survived = survive(chain(command, project, fixtures), stores, rng, kills, versions)
-    record(command, "duckdb", seed + SHIFT, survived)
+    record(command, "duckdb", seed, survived)
     assert_converged(stores, fixtures.clean, fixtures.checksums, f"{command} seed {seed}")
     assert survived, f"{command} seed {seed}: the command finished before any kill"
 
