@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -206,6 +207,19 @@ def warehouse_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
         }
     finally:
         con.close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a `tidegate ui --port`)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def listening(port: int) -> bool | None:
+    """For wait_until: True once something accepts connections on 127.0.0.1:`port`."""
+    with socket.socket() as probe:
+        return True if probe.connect_ex(("127.0.0.1", port)) == 0 else None
 
 
 class Hook:

@@ -1,15 +1,17 @@
 """Several tidegate processes at once on one embedded project, and the ledger's write lock held
 by another process: every writer ends done, busy (exit 4) or waiting its turn with --wait,
-`status` reads throughout, and the stores are never left inconsistent.
+`status` and the UI read throughout, and the stores are never left inconsistent.
 
 Overlapping backfills, reruns and recoveries start together; the warehouse admits one writer
 process at a time (SPEC §7), so the others wait (--wait) or exit 4 having written nothing."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,9 @@ import pytest
 from tests.chaos.harness import MODEL, assert_consistent, assert_converged
 from tests.chaos.projects import RANGE, Fixtures, build_fixtures
 from tests.chaos.stores import Stores
-from tests.faults.backfill_kit import running
-from tests.kit import run_process, state_dump
+from tests.faults.backfill_kit import Process, running
+from tests.faults.ledger import wait_until
+from tests.kit import free_port, listening, run_process, state_dump
 from tests.state.contract import V1
 from tidegate.domain.errors import BusyError
 from tidegate.state.sqlite import SQLiteStateStore
@@ -42,11 +45,16 @@ def writers(project: Path, buggy_run: str, *wait: str) -> list[tuple[str, ...]]:
     ]
 
 
-def status_reads(project: Path, stop: threading.Event, failures: list[str]) -> None:
+def status_reads(project: Path, port: int, stop: threading.Event, failures: list[str]) -> None:
+    """`status --json` and the UI's /api/status, in turn, until stopped; what failed."""
     while not stop.is_set():
         read = run_process("status", "--project", project, "--json", timeout=60)
         if read.exit_code != 0 or not read.json()["models"]:
             failures.append(read.stderr)
+        url = f"http://127.0.0.1:{port}/api/status"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            if answer.status != 200 or not json.loads(answer.read())["models"]:
+                failures.append(f"ui answered {answer.status}")
 
 
 @pytest.mark.parametrize("wait", [True, False], ids=["wait", "busy"])
@@ -66,19 +74,24 @@ def test_overlapping_writers_with_status_reading_throughout(
         project,
     )
     assert taint.exit_code == 0, taint.stderr
+    stores = Stores(project)
+    [(runs_before,)] = stores.ledger("SELECT count(*) FROM runs")
     stop, failures = threading.Event(), []
-    reader = threading.Thread(target=status_reads, args=(project, stop, failures))
-    reader.start()
-    try:
+    port = free_port()
+    with running("ui", "--port", str(port), "--project", project) as ui:
+        wait_until("the UI listens", lambda: listening(port), 30)
+        reader = threading.Thread(target=status_reads, args=(project, port, stop, failures))
+        reader.start()
         commands = writers(project, fixtures.buggy_run, *(["--wait"] if wait else []))
-        processes = [running(*argv) for argv in commands]
-        results = []
-        for started in processes:
-            with started as process:
-                results.append(process.finish(120))
-    finally:
-        stop.set()
-        reader.join(60)
+        processes = [Process(*argv) for argv in commands]  # all started at once
+        try:
+            results = [process.finish(120) for process in processes]
+        finally:
+            for process in processes:
+                process.kill()
+            stop.set()
+            reader.join(60)
+        assert ui.alive(), "the UI died while the writers ran"
     assert failures == [], failures
     codes = [r.exit_code for r in results]
     for result in results:
@@ -88,9 +101,11 @@ def test_overlapping_writers_with_status_reading_throughout(
         assert result.exit_code in ((0,) if wait else (0, 4)), result.stderr
         if result.exit_code == 4:
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-            assert "busy" in result.stderr or "held" in result.stderr, result.stderr
+            assert "in use by another tidegate process" in result.stderr, result.stderr
     assert 0 in codes
-    stores = Stores(project)
+    # a writer that was busy or had nothing to do recorded no run: only the others did
+    [(runs_after,)] = stores.ledger("SELECT count(*) FROM runs")
+    assert runs_after - runs_before == codes.count(0), codes
     assert_consistent(stores, [fixtures.clean, fixtures.wrong], f"after {codes}")
     # and whatever did not run then runs now: the range ends as a clean run's
     for argv in commands[:2]:

@@ -7,7 +7,6 @@ UI's answers."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from tests.distributed.kit import shared_project
 from tests.engines.postgres_kit import admin, fresh_database
 from tests.faults.backfill_kit import running
 from tests.faults.ledger import wait_until
-from tests.kit import Hook, run_process, tidegate
+from tests.kit import Hook, free_port, listening, run_process, tidegate
 
 pytestmark = pytest.mark.postgres
 
@@ -65,17 +64,6 @@ def every_row(dsn: str) -> str:
             rows = con.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()
             found.append(f"{schema}.{table}: {rows!r}")
     return "\n".join(found)
-
-
-def listening(port: int) -> bool | None:
-    with socket.socket() as probe:
-        return True if probe.connect_ex(("127.0.0.1", port)) == 0 else None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_a_planted_secret_appears_in_no_output(
