@@ -7,8 +7,6 @@ published. The same seed replays the same campaign."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import signal
 import time
@@ -16,25 +14,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from tests.chaos.stores import Stores
 from tests.faults.backfill_kit import running
 from tests.faults.ledger import LIVE_STATES
-from tests.kit import EXAMPLE_COLUMNS, REPO, Result, run_process
+from tests.kit import EXAMPLE_COLUMNS, Result, run_process
 from tidegate.domain.partitions import to_epoch as epoch_of
 from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
 MODEL = "daily_revenue"
 TIMEOUT = 90  # one command on a tiny fixture takes a second or two; a loaded CI machine more
-# shifts every seed, to explore beyond the campaign CI replays (a failing chain names its seed)
-SHIFT = int(os.environ.get("TIDEGATE_CHAOS_SEED", "0"))
-DEFAULT_SEED = 1  # the default suite's chains use seed 1; the slow part's, the seeds above it
 OUTSIDE_SHARE = 0.25  # the share of kills sent from outside rather than armed at a point
-# each chain appends its kills to KILLS; at the end the pytest controller sums them up in SUMMARY
-SUMMARY = Path(os.environ.get("TIDEGATE_CHAOS_SUMMARY", REPO / "tests" / "chaos" / "last-run.json"))
-KILLS = SUMMARY.with_suffix(".jsonl")
 
 # daily_revenue's rows per day: what one whole version of a partition holds
 Partitions = dict[date, Counter[tuple[Any, ...]]]
@@ -246,47 +237,3 @@ def assert_converged(
 
 def clean_checksums(stores: Stores) -> dict[int, str]:
     return {s: c for s, (_, c) in _ledger_published(stores).items()}
-
-
-# --- the record of what a campaign survived ---------------------------------------------------
-
-
-def record(chain: str, fixture: str, seed: int, survived: list[str]) -> None:
-    """Append one chain's kills to the summary (one JSON line; xdist workers append at once,
-    and a line this short is written whole)."""
-    suite = "default" if seed == DEFAULT_SEED else "slow"
-    line = json.dumps(
-        {
-            "chain": chain,
-            "fixture": fixture,
-            "suite": suite,
-            "seed": seed + SHIFT,
-            "kills": survived,
-        }
-    )
-    with KILLS.open("a") as out:
-        out.write(line + "\n")
-
-
-def summarize(path: Path = KILLS) -> dict[str, Any]:
-    """Kills survived per command and fixture, per crash point, and in all."""
-    per: Counter[str] = Counter()
-    points: Counter[str] = Counter()
-    suites: Counter[str] = Counter()
-    chains = 0
-    if path.exists():
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
-            chains += 1
-            suites[entry["suite"]] += len(entry["kills"])
-            for kill in entry["kills"]:
-                command, _, where = kill.partition("|")
-                per[f"{command} on {entry['fixture']}"] += 1
-                points[where.split(":")[0] if ":" in where else "outside"] += 1
-    return {
-        "chains": chains,
-        "kills": sum(per.values()),
-        "by_suite": dict(sorted(suites.items())),
-        "by_command": dict(sorted(per.items())),
-        "by_point": dict(sorted(points.items())),
-    }

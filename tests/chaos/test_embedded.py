@@ -18,16 +18,15 @@ import pytest
 
 from tests.chaos.harness import (
     MODEL,
-    SHIFT,
     Chain,
     assert_consistent,
     assert_converged,
-    record,
     resume,
     survive,
 )
 from tests.chaos.projects import RANGE, Fixtures, build_fixtures, ok
 from tests.chaos.stores import Stores
+from tests.chaos.summary import SHIFT, record
 
 pytestmark = [pytest.mark.crash, pytest.mark.duckdb]
 

@@ -20,7 +20,6 @@ import pytest
 
 from tests.chaos.harness import (
     MODEL,
-    SHIFT,
     TIMEOUT,
     Chain,
     Kill,
@@ -30,12 +29,12 @@ from tests.chaos.harness import (
     clean_checksums,
     draw_kill,
     published_attempts,
-    record,
     resume,
     survive,
     target,
 )
 from tests.chaos.stores import LEDGER_SCHEMA, Stores
+from tests.chaos.summary import SHIFT, record
 from tests.distributed.kit import Process, shared_project, worker
 from tests.engines.postgres_kit import admin, fresh_database, postgres_project
 from tests.faults.ledger import wait_until
