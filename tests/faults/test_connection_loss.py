@@ -1,7 +1,8 @@
 """PostgreSQL connection loss mid-operation: a backfill is stopped (SIGSTOP) at a crash point,
 its own sessions (application_name 'tidegate') are terminated with pg_terminate_backend — the
-server stays up — and it is continued. It retries or ends with one clear line and a non-zero
-exit; the stores are never inconsistent, and a resume finishes like a clean run."""
+server stays up — and it is continued. It retries or ends with one clear line and exit 1 (the
+operation failed; neither store is unusable); the stores are never inconsistent, and a resume
+finishes like a clean run."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ def test_sessions_terminated_mid_backfill(
         assert terminate_tidegate_sessions(dsn) >= 1
         process.send_signal(signal.SIGCONT)
         result = process.finish(60)
-    if result.exit_code != 0:  # not retried: one clear line, no traceback
+    if result.exit_code != 0:  # not retried: the operation failed (1), in one clear line
+        assert result.exit_code == 1, result
         lines = result.stderr.strip().splitlines()
         assert lines and lines[-1].startswith("error: "), result.stderr
         assert "Traceback" not in result.stderr and "internal error" not in result.stderr, (
