@@ -124,7 +124,7 @@ def install_clock(dsn: str) -> None:
 
 def advance(dsn: str, ms: int) -> None:
     with admin(dsn) as con:
-        con.execute(f"UPDATE {LEDGER_SCHEMA}.chaos_clock SET offset_ms = offset_ms + {ms:d}")
+        con.execute(f"UPDATE {LEDGER_SCHEMA}.chaos_clock SET offset_ms = offset_ms + %s", (ms,))
 
 
 def live_leases(stores: Stores) -> list[tuple[int, int, int]]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 
 from tests.distributed.kit import shared_project
 from tests.engines.postgres_kit import admin, fresh_database
@@ -61,7 +62,10 @@ def every_row(dsn: str) -> str:
             "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
         ).fetchall()
         for schema, table in tables:
-            rows = con.execute(f'SELECT * FROM "{schema}"."{table}"').fetchall()
+            query = sql.SQL("SELECT * FROM {}.{}").format(
+                sql.Identifier(schema), sql.Identifier(table)
+            )
+            rows = con.execute(query).fetchall()
             found.append(f"{schema}.{table}: {rows!r}")
     return "\n".join(found)
 
