@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos import summary as chaos
 from tests.kit import Hook, example_project, remove_templates
 
 
@@ -27,5 +28,22 @@ def hook() -> Iterator[Hook]:
     found.close()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or the only process)
+        chaos.start_session()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     remove_templates()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if hasattr(terminalreporter.config, "workerinput"):
+        return
+    done = chaos.finish_session()
+    if done:
+        terminalreporter.write_line(
+            f"chaos: {done['kills']} kill points survived in {done['chains']} chains "
+            f"{done['by_suite']}; by command {done['by_command']}; by point "
+            f"{done['by_point']} (in {chaos.SUMMARY})"
+        )

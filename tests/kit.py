@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -208,17 +209,32 @@ def warehouse_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
         con.close()
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a `tidegate ui --port`)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def listening(port: int) -> bool | None:
+    """For wait_until: True once something accepts connections on 127.0.0.1:`port`."""
+    with socket.socket() as probe:
+        return True if probe.connect_ex(("127.0.0.1", port)) == 0 else None
+
+
 class Hook:
     """A consumer's real HTTP endpoint on 127.0.0.1: down (503) until `up` is set."""
 
     def __init__(self) -> None:
         self.up = threading.Event()
         self.received: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []  # the Authorization header of each POST
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                hook.authorizations.append(self.headers.get("Authorization"))
                 if not hook.up.is_set():
                     self.send_response(503)
                     self.end_headers()

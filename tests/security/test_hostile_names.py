@@ -87,12 +87,15 @@ def test_the_unedited_project_builds(undeployed_project: Path) -> None:
 @settings(max_examples=40, deadline=None)
 @given(name=hostile_names)
 @example(name=DROP)
+@example(name="*/")
 def test_a_hostile_column_name_is_refused(shared: Path, name: str) -> None:
     path = daily(shared)
     original = path.read_text()
+    # `*/` ends the header comment where it stands: the header is then unterminated TOML
+    reason = "not a plain identifier" if "*/" not in name else "Unterminated string"
     try:
         edit(path, 'order_count = "BIGINT NOT NULL"', f'{toml_string(name)} = "BIGINT NOT NULL"')
-        assert_refused(shared, "models/daily_revenue.sql", "not a plain identifier")
+        assert_refused(shared, "models/daily_revenue.sql", reason)
     finally:
         path.write_text(original)
         shutil.rmtree(shared / ".tidegate", ignore_errors=True)

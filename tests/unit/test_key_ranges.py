@@ -58,6 +58,8 @@ def test_negative_keys_make_chunks_too() -> None:
         ),
         ("0..12345", "not the first key of a chunk"),
         ("abc", "is not a key"),
+        # digits of another script are not a key, however int() reads them
+        ("\uff12\uff10\uff10\uff10\uff10", "is not a key"),
         ("2025-01-01..2025-01-31", "is not a key"),
         ("1.5", "is not a key"),
         ("20000..0", "ends before it starts"),

@@ -39,10 +39,15 @@ class Grain(str, Enum):
         return self in (Grain.HOUR, Grain.DAY, Grain.MONTH)
 
 
+# ASCII digits only: `\d` alone takes any script's digits (２０２５), which strptime reads too
 _LABEL_FORMATS = {
-    Grain.HOUR: ("%Y-%m-%dT%H", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$"), "YYYY-MM-DDTHH"),
-    Grain.DAY: ("%Y-%m-%d", re.compile(r"^\d{4}-\d{2}-\d{2}$"), "YYYY-MM-DD"),
-    Grain.MONTH: ("%Y-%m", re.compile(r"^\d{4}-\d{2}$"), "YYYY-MM"),
+    Grain.HOUR: (
+        "%Y-%m-%dT%H",
+        re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}$", re.ASCII),
+        "YYYY-MM-DDTHH",
+    ),
+    Grain.DAY: ("%Y-%m-%d", re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII), "YYYY-MM-DD"),
+    Grain.MONTH: ("%Y-%m", re.compile(r"^\d{4}-\d{2}$", re.ASCII), "YYYY-MM"),
 }
 
 
@@ -205,7 +210,7 @@ def parse_partition(
 
 def _parse_chunk(text: str, step: int) -> PartitionKey:
     """A key range's chunk from its label, its first key: a multiple of the chunk size."""
-    if not re.fullmatch(r"-?\d{1,19}", text):
+    if not re.fullmatch(r"-?\d{1,19}", text, re.ASCII):
         raise UsageError(
             f"partition {text!r} is not a key (expected an integer such as {step * 2})"
         )
@@ -221,7 +226,7 @@ def _parse_chunk(text: str, step: int) -> PartitionKey:
     return PartitionKey(Grain.RANGE, start, start + step)
 
 
-_CURSOR_LABEL = re.compile(r"^\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\]$")
+_CURSOR_LABEL = re.compile(r"^\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\]$", re.ASCII)
 
 
 def _parse_cursor(text: str) -> PartitionKey:
@@ -240,6 +245,8 @@ def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0
     """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists
     (a key range's `all` depends on its table's keys: ops resolve it before calling this)."""
     text = text.strip()
+    if not text.isprintable():  # the text is recorded and listed: no forged output lines
+        raise UsageError(f"range {text!r} holds a line break or a control character")
     if grain is Grain.CURSOR:
         raise UsageError(
             "a cursor model's partitions are the intervals its runs processed: `tidegate run "

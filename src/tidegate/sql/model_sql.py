@@ -13,6 +13,29 @@ from sqlglot.tokenizer_core import TokenType
 
 DIALECT = "duckdb"
 BOUND_PARAMETERS = frozenset({"start", "end", "key"})
+# Statements that write or change a session, wherever they sit in a model's SELECT: a
+# data-modifying CTE (`WITH gone AS (DELETE … RETURNING *) SELECT …`) is a SELECT to the parser,
+# and PostgreSQL runs it.
+WRITES: tuple[type[exp.Expr], ...] = (
+    exp.Insert,
+    exp.Delete,
+    exp.Update,
+    exp.Merge,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Copy,
+    exp.Attach,
+    exp.Detach,
+    exp.Pragma,
+    exp.Command,
+    exp.Set,
+    exp.Use,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+)
 
 
 class SqlProblem(Exception):
@@ -48,6 +71,12 @@ def parse_query(sql: str) -> exp.Query:
     if not isinstance(statement, exp.Query):
         raise SqlProblem(
             "a model is one SELECT statement; this SQL is not a SELECT", _statement_line(sql, 0)
+        )
+    write = statement.find(*WRITES)
+    if write is not None:
+        raise SqlProblem(
+            f"a model only reads; this SELECT holds a {write.key.upper()} that would write",
+            _statement_line(sql, 0),
         )
     return statement
 

@@ -11,7 +11,13 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from tidegate.domain.errors import BusyError, StateStoreError, TidegateError, UsageError
+from tidegate.domain.errors import (
+    BusyError,
+    OperationFailed,
+    StateStoreError,
+    TidegateError,
+    UsageError,
+)
 
 CONNECT_TIMEOUT_SECONDS = 10
 
@@ -84,6 +90,26 @@ def failure(error: psycopg.Error, where: str, doing: str) -> TidegateError:
     if error.sqlstate in BUSY_STATES or _says_busy(text):
         return BusyError(f"state store {where} is busy: {text}; retry later")
     return StateStoreError(f"state store {where}: {doing}: {text}")
+
+
+# SQLSTATEs of a session the server ended under a statement (an administrator's
+# pg_terminate_backend, a crash, a broken link); without one, the client saw the link die
+LOST_STATES = frozenset({"57P01", "57P02", "08000", "08003", "08006"})
+
+
+def statement_failure(error: psycopg.Error, where: str) -> TidegateError:
+    """One line for a statement of an open ledger that failed. A connection lost under it
+    failed the operation (exit 1), not the configuration: the ledger is fine, nothing of the
+    transaction stayed, and what was running resumes."""
+    lost = error.sqlstate in LOST_STATES or (
+        error.sqlstate is None and isinstance(error, psycopg.OperationalError)
+    )
+    if lost and error.sqlstate not in BUSY_STATES:
+        return OperationFailed(
+            f"state store {where}: the connection was lost ({one_line(error)}); nothing of the "
+            "statement stayed — resume what was running"
+        )
+    return failure(error, where, "failed")
 
 
 def one_line(error: BaseException) -> str:

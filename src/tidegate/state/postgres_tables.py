@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from tidegate.state.ledger_tables import LedgerTables, Params
-from tidegate.state.postgres_connect import failure
+from tidegate.state.postgres_connect import statement_failure
 from tidegate.state.postgres_pool import Connections
 from tidegate.state.postgres_rows import Row
 
@@ -64,7 +64,7 @@ class PostgresTables(LedgerTables):
         try:
             yield
         except psycopg.OperationalError as error:
-            raise failure(error, self.where, "failed") from None
+            raise statement_failure(error, self.where) from None
 
     @contextmanager
     def _tx(self) -> Iterator[Session]:

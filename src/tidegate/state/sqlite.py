@@ -18,7 +18,7 @@ from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
 from tidegate.state.sqlite_queue import QueueTables
 from tidegate.state.sqlite_report import ReportTables
-from tidegate.state.sqlite_tables import SQLiteTables
+from tidegate.state.sqlite_tables import SQLiteTables, ledger_failure
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -45,7 +45,7 @@ class SQLiteStateStore(
 ):
     """The embedded ledger, one SQLite file in WAL mode."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = path
         # One connection shared by the coordinator and worker threads, one statement at a time.
         self._lock = threading.RLock()
@@ -53,7 +53,7 @@ class SQLiteStateStore(
         try:
             self._con = sqlite3.connect(
                 path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=busy_timeout_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -65,6 +65,9 @@ class SQLiteStateStore(
             self._con.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.DatabaseError as error:
+            found = ledger_failure(path, error)
+            if not isinstance(found, StateStoreError):  # busy, or a full disk: the file is fine
+                raise found from None
             raise StateStoreError(
                 f"state store {path} is unreadable ({error}); restore it from a backup or move "
                 "it aside — tidegate rebuilds nothing silently"
