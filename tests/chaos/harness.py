@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import signal
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any
 
 from tests.chaos.stores import Stores
 from tests.faults.backfill_kit import running
-from tests.faults.ledger import LIVE_STATES
+from tests.faults.ledger import LIVE_STATES, wait_until
 from tests.kit import EXAMPLE_COLUMNS, Result, run_process
 from tidegate.domain.partitions import to_epoch as epoch_of
 from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
@@ -68,10 +67,11 @@ def attempt(argv: Sequence[str], kill: Kill, stores: Stores) -> Result:
         return run_process(*argv, env=env, timeout=TIMEOUT)
     goal = published_attempts(stores) + kill.n
     with running(*argv) as process:
-        deadline = time.monotonic() + TIMEOUT
-        while process.alive() and published_attempts(stores) < goal:
-            assert time.monotonic() < deadline, f"{argv} published nothing for {TIMEOUT}s"
-            time.sleep(0.005)
+        wait_until(
+            f"{_name(argv)} to publish {kill.n} more partition(s) or end",
+            lambda: True if not process.alive() or published_attempts(stores) >= goal else None,
+            TIMEOUT,
+        )
         process.send_signal(signal.SIGKILL)  # a no-op when it already exited
         return process.finish(TIMEOUT)
 

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
+from tests.faults.ledger import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -140,15 +141,17 @@ def test_the_first_run_keeps_a_lower_row_committed_while_it_settles(
         events.insert(5)  # 2..6 committed
         command = [sys.executable, "-m", "tidegate", "run", MODEL, "--project", str(events.root)]
         run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the run is waiting for the open transaction
-            found = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%%pg_locks%%' "
-                "AND pid <> pg_backend_pid() AND datname = current_database()"
-            ).fetchone()
-            if found is not None and found[0]:
-                break
-            time.sleep(0.005)
+        wait_until(  # the run reading which transactions are open
+            "the run to look for open transactions",
+            lambda: (
+                watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%%pg_locks%%' "
+                    "AND pid <> pg_backend_pid() AND datname = current_database()"
+                ).fetchone()[0]
+                or None
+            ),
+            60,
+        )
         slow.commit()
         out, err = run.communicate(timeout=120)
         assert run.returncode == 0, out + err
