@@ -170,6 +170,17 @@ class Engine(Protocol):
     def cursor_fingerprint(self, table: str, column: str, bounds: Mapping[str, Any]) -> Checksum:
         """The checksum of a table's rows in the cursor interval `bounds`. Read-only."""
 
+    def aggregates(
+        self,
+        table: str,
+        staged: bool,
+        expressions: Sequence[str],
+        cursor_column: str | None = None,
+        bounds: Mapping[str, Any] | None = None,
+    ) -> list[str | None]:
+        """Aggregate expressions over a table's rows (a staging slot's with `staged`; with
+        `cursor_column`, those of the cursor interval `bounds`), as text. Read-only."""
+
     def query_columns(self, sql: str, bounds: Mapping[str, Any]) -> list[Column]:
         """The columns and types a model's query would produce for a partition, from the
         engine's planner without running it (nullability unknown: every column nullable).

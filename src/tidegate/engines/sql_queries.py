@@ -287,6 +287,30 @@ class SqlQueries(ABC):
         )
         return int(self._one(statement, self._bind(bounds, statement))[0])
 
+    def aggregates(
+        self,
+        table: str,
+        staged: bool,
+        expressions: Sequence[str],
+        cursor_column: str | None = None,
+        bounds: Mapping[str, Any] | None = None,
+    ) -> list[str | None]:
+        source = self._staged(table) if staged else sql.table(table)
+        statement = self._statement(
+            ("aggregates", table, staged, tuple(expressions), cursor_column),
+            lambda: sql.aggregates(
+                source,
+                expressions,
+                None
+                if cursor_column is None
+                else sql.partition_predicate(cursor_column, False, cursor=True),
+                self.flavor,
+            ),
+        )
+        row = self._one(statement, self._bind(bounds or {}, statement))
+        # the aggregates are cast to text in the statement; a driver may still hand back others
+        return [None if v is None else str(v) for v in row]
+
     def aggregates_by_partition(
         self,
         table: str,

@@ -146,7 +146,8 @@ def _cursor_inputs(
 ) -> ReadPlan:
     """A cursor partition reads the rows of its interval (start, end] of the cursor source, and
     the other sources it joins whole. Fewer rows of the cursor source than its `min_rows` skip
-    the partition (the cursor then stays where it is)."""
+    the partition (the cursor then stays where it is). The reconciliations' source side is the
+    cursor source's rows of the interval."""
     cursor = spec.cursor
     if cursor is None:
         raise TypeError(f"{spec.name} is not a cursor model")
@@ -154,15 +155,24 @@ def _cursor_inputs(
     missing: dict[int, str] = {}
     baselines: dict[int, dict[str, int | None]] = {}
     counting = _relative_checks(spec, "source")
+    source_values: dict[int, dict[str, str | None]] = {}
     source_rows = 0
     for partition in partitions:
         for source in (sources[name] for name in spec.sources):
             if source.name == cursor.source:
-                found = engine.cursor_fingerprint(
-                    source.table,
-                    cursor.column,
-                    cursor_bounds(cursor.kind, partition.start, partition.end),
-                )
+                interval = cursor_bounds(cursor.kind, partition.start, partition.end)
+                found = engine.cursor_fingerprint(source.table, cursor.column, interval)
+                if spec.reconciliations:
+                    values = engine.aggregates(
+                        source.table,
+                        False,
+                        [r.source_expression for r in spec.reconciliations],
+                        cursor.column,
+                        interval,
+                    )
+                    source_values[partition.start] = {
+                        r.name: v for r, v in zip(spec.reconciliations, values, strict=True)
+                    }
                 if found.rows < source.min_rows:
                     missing.setdefault(
                         partition.start,
@@ -176,7 +186,7 @@ def _cursor_inputs(
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(found))
             )
-    return ReadPlan(inputs, missing, source_rows, {}, baselines)
+    return ReadPlan(inputs, missing, source_rows, source_values, baselines)
 
 
 def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:

@@ -176,7 +176,26 @@ def _compute_key(
         staging,
         judge_all(contract, checks, measured, unit.partitions, rows, unit.baselines),
         {partition.start: checksum},
+        _reconcile_unit(engine, spec, staging, unit),
     )
+
+
+def _reconcile_unit(
+    engine: Engine, spec: ModelSpec, staging: str, unit: Unit
+) -> dict[int, list[ReconciliationResult]]:
+    """A partition computed alone (a cursor interval): each rule's source side, read with the
+    inputs, against its target side over the staged rows."""
+    if not spec.reconciliations:
+        return {}
+    [partition] = unit.partitions
+    targets = engine.aggregates(staging, True, [r.target_expression for r in spec.reconciliations])
+    sources = unit.source_values.get(partition.start, {})
+    return {
+        partition.start: [
+            compare(rule, sources.get(rule.name), target)
+            for rule, target in zip(spec.reconciliations, targets, strict=True)
+        ]
+    }
 
 
 def _compute_window(

@@ -508,7 +508,6 @@ def _build_spec(
         if program is not None
         else _reads(model, sources, model_names, header.grain)
     )
-    reconciliations = _reconciliations(model, reads)
     checks = _checks(model, columns, partition_column, reads, sources)
     cursor = (
         cursor_spec(
@@ -521,6 +520,7 @@ def _build_spec(
         if header.grain is Grain.CURSOR
         else None
     )
+    reconciliations = _reconciliations(model, reads, None if cursor is None else cursor.source)
     return ModelSpec(
         name=name,
         path=model.path,
@@ -604,17 +604,28 @@ def _sql_line(model: ModelFile, word: str) -> int | None:
     return None if found is None else model.sql_first_line + found - 1
 
 
-def _reconciliations(model: ModelFile, reads: set[str]) -> tuple[Reconciliation, ...]:
+def _reconciliations(
+    model: ModelFile, reads: set[str], cursor_source: str | None
+) -> tuple[Reconciliation, ...]:
+    """Per partition: a time partition's window of a source or upstream model, or a cursor
+    interval of the cursor source."""
     declared = model.header.reconciliations
-    if declared and not model.header.grain.is_time:
+    if declared and not (model.header.grain.is_time or cursor_source is not None):
         raise ConfigError(
             model.path,
-            "reconciliations: only time-partitioned models reconcile per partition",
+            "reconciliations: only time-partitioned and cursor models reconcile per partition",
             model.header_line("reconciliations"),
         )
     found: list[Reconciliation] = []
     for index, item in enumerate(declared):
         line = model.header_line("reconciliations")
+        if cursor_source is not None and item.source != cursor_source:
+            raise ConfigError(
+                model.path,
+                f"reconciliations[{index}]: a cursor model reconciles each interval with its "
+                f"cursor source {cursor_source!r}, not {item.source!r}",
+                line,
+            )
         if item.source not in reads:
             raise ConfigError(
                 model.path,
