@@ -4,11 +4,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cursors.cursor_kit import cursor_database
+from tests.engines.postgres_kit import fresh_database
 
 
 @pytest.fixture
 def dsn() -> Iterator[str]:
     """A PostgreSQL database of its own for the test."""
-    with cursor_database() as found:
+    with fresh_database("cursor") as found:
         yield found

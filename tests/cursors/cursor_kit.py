@@ -4,20 +4,14 @@ target holds."""
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 
 from tests.kit import tidegate
 
-SERVER = os.environ.get("TIDEGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 MODEL = "event_amounts"
 
 MODEL_SQL = """/* tidegate
@@ -46,24 +40,6 @@ POSTGRES_EVENTS = (
     "created_at TIMESTAMP NOT NULL DEFAULT now(), kind VARCHAR NOT NULL, "
     "amount DECIMAL(18, 2) NOT NULL)"
 )
-
-
-@contextmanager
-def cursor_database() -> Iterator[str]:
-    """The DSN of a new PostgreSQL database of the cursor tests, dropped afterwards."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"cursor_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(SERVER, autocommit=True) as con:
-        con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield urlunsplit(urlsplit(SERVER)._replace(path="/" + name))
-    finally:
-        with psycopg.connect(SERVER, autocommit=True) as con:
-            con.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 @dataclass(frozen=True)
