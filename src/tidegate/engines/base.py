@@ -167,19 +167,18 @@ class Engine(Protocol):
         """The cursor value of the `rows`-th row in the interval `bounds` ($start, $end] in
         cursor order, or None when it holds fewer rows. Read-only."""
 
-    def cursor_fingerprint(self, table: str, column: str, bounds: Mapping[str, Any]) -> Checksum:
-        """The checksum of a table's rows in the cursor interval `bounds`. Read-only."""
-
-    def aggregates(
+    def cursor_fingerprint(
         self,
         table: str,
-        staged: bool,
-        expressions: Sequence[str],
-        cursor_column: str | None = None,
-        bounds: Mapping[str, Any] | None = None,
-    ) -> list[str | None]:
-        """Aggregate expressions over a table's rows (a staging slot's with `staged`; with
-        `cursor_column`, those of the cursor interval `bounds`), as text. Read-only."""
+        column: str,
+        bounds: Mapping[str, Any],
+        aggregates: Sequence[str] = (),
+    ) -> tuple[Checksum, list[str | None]]:
+        """The checksum of a table's rows in the cursor interval `bounds`, and `aggregates`
+        over them as text, in one pass. Read-only."""
+
+    def staged_aggregates(self, staging: str, expressions: Sequence[str]) -> list[str | None]:
+        """Aggregate expressions over a staging slot's rows, as text. Read-only."""
 
     def query_columns(self, sql: str, bounds: Mapping[str, Any]) -> list[Column]:
         """The columns and types a model's query would produce for a partition, from the

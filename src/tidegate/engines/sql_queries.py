@@ -201,15 +201,22 @@ class SqlQueries(ABC):
         row = found.fetchone()
         return None if row is None else row[0]
 
-    def cursor_fingerprint(self, table: str, column: str, bounds: Mapping[str, Any]) -> Checksum:
+    def cursor_fingerprint(
+        self,
+        table: str,
+        column: str,
+        bounds: Mapping[str, Any],
+        aggregates: Sequence[str] = (),
+    ) -> tuple[Checksum, list[str | None]]:
         statement = self._statement(
-            ("cursor fingerprint", table, column),
+            ("cursor fingerprint", table, column, tuple(aggregates)),
             lambda: cursor_sql.interval_fingerprint(
-                table, column, self._all_columns(table), self.flavor
+                table, column, self._all_columns(table), aggregates, self.flavor
             ),
         )
-        rows, digest = self._one(statement, self._bind(bounds, statement))
-        return Checksum(int(rows), int(digest))
+        rows, digest, *values = self._one(statement, self._bind(bounds, statement))
+        # the aggregates are cast to text in the statement; a driver may still hand back others
+        return Checksum(int(rows), int(digest)), [None if v is None else str(v) for v in values]
 
     def source_fingerprint(
         self, table: str, time_column: str, bounds: Mapping[str, Any]
@@ -287,27 +294,12 @@ class SqlQueries(ABC):
         )
         return int(self._one(statement, self._bind(bounds, statement))[0])
 
-    def aggregates(
-        self,
-        table: str,
-        staged: bool,
-        expressions: Sequence[str],
-        cursor_column: str | None = None,
-        bounds: Mapping[str, Any] | None = None,
-    ) -> list[str | None]:
-        source = self._staged(table) if staged else sql.table(table)
+    def staged_aggregates(self, staging: str, expressions: Sequence[str]) -> list[str | None]:
         statement = self._statement(
-            ("aggregates", table, staged, tuple(expressions), cursor_column),
-            lambda: sql.aggregates(
-                source,
-                expressions,
-                None
-                if cursor_column is None
-                else sql.partition_predicate(cursor_column, False, cursor=True),
-                self.flavor,
-            ),
+            ("aggregates", staging, tuple(expressions)),
+            lambda: sql.aggregates(self._staged(staging), expressions, None, self.flavor),
         )
-        row = self._one(statement, self._bind(bounds or {}, statement))
+        row = self._one(statement)
         # the aggregates are cast to text in the statement; a driver may still hand back others
         return [None if v is None else str(v) for v in row]
 

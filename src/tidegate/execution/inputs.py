@@ -160,19 +160,15 @@ def _cursor_inputs(
     for partition in partitions:
         for source in (sources[name] for name in spec.sources):
             if source.name == cursor.source:
-                interval = cursor_bounds(cursor.kind, partition.start, partition.end)
-                found = engine.cursor_fingerprint(source.table, cursor.column, interval)
-                if spec.reconciliations:
-                    values = engine.aggregates(
-                        source.table,
-                        False,
-                        [r.source_expression for r in spec.reconciliations],
-                        cursor.column,
-                        interval,
-                    )
-                    source_values[partition.start] = {
-                        r.name: v for r, v in zip(spec.reconciliations, values, strict=True)
-                    }
+                found, values = engine.cursor_fingerprint(
+                    source.table,
+                    cursor.column,
+                    cursor_bounds(cursor.kind, partition.start, partition.end),
+                    [r.source_expression for r in spec.reconciliations],
+                )
+                source_values[partition.start] = {
+                    r.name: v for r, v in zip(spec.reconciliations, values, strict=True)
+                }
                 if found.rows < source.min_rows:
                     missing.setdefault(
                         partition.start,

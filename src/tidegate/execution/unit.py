@@ -188,7 +188,7 @@ def _reconcile_unit(
     if not spec.reconciliations:
         return {}
     [partition] = unit.partitions
-    targets = engine.aggregates(staging, True, [r.target_expression for r in spec.reconciliations])
+    targets = engine.staged_aggregates(staging, [r.target_expression for r in spec.reconciliations])
     sources = unit.source_values.get(partition.start, {})
     return {
         partition.start: [

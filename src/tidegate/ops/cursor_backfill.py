@@ -82,7 +82,7 @@ def blast_radius(
             )
         rows = rows_per_batch(version, template.batch_size)
         bounds = cursor_bounds(cursor.kind, *interval)
-        count = engine.cursor_fingerprint(cursor.table, cursor.column, bounds).rows
+        count = engine.cursor_fingerprint(cursor.table, cursor.column, bounds)[0].rows
         shown = [b.label() for _, b in islice(batches(engine, cursor, interval, rows, _never), 10)]
     finally:
         engine.close()

@@ -8,6 +8,8 @@ cursor values bound by the driver as $start/$end.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sqlglot
 from sqlglot import exp
 
@@ -99,8 +101,13 @@ def batch_end(source: str, cursor_column: str, flavor: Flavor = DUCKDB) -> str:
 
 
 def interval_fingerprint(
-    source: str, cursor_column: str, columns: list[str], flavor: Flavor = DUCKDB
+    source: str,
+    cursor_column: str,
+    columns: list[str],
+    aggregates: Sequence[str],
+    flavor: Flavor = DUCKDB,
 ) -> str:
-    """The checksum of the source rows in the cursor interval ($start, $end]."""
+    """The checksum of the source rows in the cursor interval ($start, $end], and the given
+    aggregates over them (a reconciliation's source side)."""
     where = partition_predicate(cursor_column, False, cursor=True)
-    return checksum(table(source), columns, where, flavor)
+    return checksum(table(source), columns, where, flavor, aggregates)

@@ -234,10 +234,18 @@ def _digest(hashed: exp.Expr, flavor: Flavor = DUCKDB) -> exp.Expr:
 
 
 def checksum(
-    source: exp.Table, columns: Sequence[str], where: exp.Expr | None, flavor: Flavor = DUCKDB
+    source: exp.Table,
+    columns: Sequence[str],
+    where: exp.Expr | None,
+    flavor: Flavor = DUCKDB,
+    aggregates: Sequence[str] = (),
 ) -> str:
+    """Row count and digest of the rows, then each of `aggregates` as text, in one pass."""
     digest = _digest(row_hash(columns, flavor=flavor), flavor)
-    select = exp.select(exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR")).from_(source)
+    values = [exp.cast(sqlglot.parse_one(t, dialect=DIALECT), "VARCHAR") for t in aggregates]
+    select = exp.select(exp.Count(this=exp.Star()), exp.cast(digest, "VARCHAR"), *values).from_(
+        source
+    )
     if where is not None:
         select = select.where(where)
     return flavor.render(select)
