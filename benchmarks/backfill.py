@@ -11,6 +11,11 @@ whole process (interpreter start, imports, opening the warehouse and the ledger)
 called in this process, like the raw runs (which have DuckDB imported and time neither the
 interpreter nor the imports) — from the call to its return, opening the project, the ledger and
 the warehouse included; and the run itself (its start and end as the ledger recorded them).
+The raw runs are timed from connecting to closing, as the called command opens and closes the
+warehouse. Every copy of the warehouse is flushed to disk before a run starts, so that no run's
+first fsync pays for writing the copy. tidegate's processes run with bytecode caching on, as an
+installed package's modules are compiled (a PYTHONDONTWRITEBYTECODE in this environment would
+otherwise have every process compile tidegate's sources again).
 Prints ratios tidegate/raw for each, and the peak memory of tidegate processes over 30 and 365
 partitions.
 With --peers, also the same backfill through SQLMesh and dbt-duckdb (see peers.py).
@@ -65,8 +70,11 @@ CHECKS = (
 def timed_process(args: list[str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one tidegate process. Run these before anything
     grows this process: a child's peak RSS starts at its parent's size when it forks."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     began = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "tidegate", *args], stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tidegate", *args], stdout=subprocess.DEVNULL, env=environment
+    )
     _, status, usage = os.wait4(process.pid, 0)
     assert status == 0, f"tidegate {' '.join(args)} failed"
     return time.perf_counter() - began, usage.ru_maxrss
@@ -110,7 +118,9 @@ def raw_loop(warehouse: Path, with_checks: bool) -> float:
     year = {"start": datetime(2025, 1, 1), "end": datetime(2026, 1, 1)}
     con.execute("CREATE OR REPLACE TABLE raw_daily AS " + DAILY + " LIMIT 0", year)
     con.execute("CREATE OR REPLACE TABLE raw_checkpoints (day DATE, committed_at TIMESTAMP)")
+    con.close()
     began = time.perf_counter()
+    con = duckdb.connect(str(warehouse))
     for bounds in days():
         con.execute("BEGIN")
         if with_checks:
@@ -131,30 +141,29 @@ def raw_loop(warehouse: Path, with_checks: bool) -> float:
             )
             con.execute("INSERT INTO raw_daily " + DAILY, bounds)
         con.execute("COMMIT")
-    seconds = time.perf_counter() - began
     con.close()
-    return seconds
+    return time.perf_counter() - began
 
 
 def raw_single(warehouse: Path, with_checks: bool) -> float:
-    con = duckdb.connect(str(warehouse))
     year = {"start": datetime(2025, 1, 1), "end": datetime(2026, 1, 1)}
     began = time.perf_counter()
+    con = duckdb.connect(str(warehouse))
     con.execute("CREATE OR REPLACE TABLE raw_year AS " + DAILY, year)
     if with_checks:
         con.execute("CREATE OR REPLACE TEMP VIEW staged AS SELECT * FROM raw_year")
         for check in CHECKS:
             used = {k: v for k, v in year.items() if f"${k}" in check}
             con.execute(check, used).fetchall()
-    seconds = time.perf_counter() - began
     con.close()
-    return seconds
+    return time.perf_counter() - began
 
 
 def fresh_project(template: Path, folder: Path, name: str) -> Path:
     target = folder / name
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(template, target)
+    os.sync()
     return target
 
 
@@ -224,6 +233,7 @@ def main() -> None:
             for _ in range(runs):
                 copy = folder / "raw.duckdb"
                 shutil.copy(template / "warehouse.duckdb", copy)
+                os.sync()
                 times.append(runner(copy))
                 copy.unlink()
             raw[name] = statistics.median(times)

@@ -230,3 +230,23 @@ def test_an_engine_error_while_reading_inputs_fails_the_attempt_and_ends_the_run
     assert model["last_run"]["status"] == "failed"
     assert model["partitions"]["running"] == 0
     assert model["partitions"]["failed"] == 1
+
+
+def _threads(engine: DuckDBEngine) -> int:
+    return int(engine._one("SELECT current_setting('threads')")[0])
+
+
+def test_batches_in_flight_share_the_cores_and_give_them_back(duck: DuckDBEngine) -> None:
+    cores = _threads(duck)
+    duck.share_cores(cores)
+    assert _threads(duck) == 1
+    duck.share_cores(cores * 4)
+    assert _threads(duck) == 1
+    worker = duck.handle()
+    try:
+        # the setting is the database's: a worker's handle runs with it too
+        assert _threads(worker) == 1
+    finally:
+        worker.close()
+    duck.share_cores(1)
+    assert _threads(duck) == cores

@@ -297,6 +297,11 @@ class Engine(Protocol):
     def handle(self) -> Engine:
         """Another handle on the same warehouse, for a worker thread. Close it after use."""
 
+    def share_cores(self, batches_in_flight: int) -> None:
+        """Size the engine's own parallelism in this process for `batches_in_flight` batches
+        running at once, each on a worker thread of its own (1: one batch has the machine).
+        Engines whose statements run in another process ignore it."""
+
     def publish(
         self,
         target: Target,

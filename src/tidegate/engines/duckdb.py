@@ -52,6 +52,8 @@ class DuckDBEngine(DuckDBPublish):
         self.path = path
         self._con = self._connect(path, wait, wait_timeout, on_wait, read_only)
         self._con.execute("SET TimeZone = 'UTC'")
+        # DuckDB's own count of the cores it may use (its default thread count)
+        self._cores = int(self._con.execute("SELECT current_setting('threads')").fetchone()[0])
         self._new_caches()
         # The staging catalog is this connection's memory, shared by its handles and no one
         # else: no other session can leave a table there. Each staging table present, with the
@@ -212,6 +214,7 @@ class DuckDBEngine(DuckDBPublish):
         twin = DuckDBEngine.__new__(DuckDBEngine)
         twin.path = self.path
         twin._con = self._con.cursor()
+        twin._cores = self._cores
         twin._con.execute("SET TimeZone = 'UTC'")
         twin._new_caches()
         twin._staged_by = self._staged_by
@@ -221,6 +224,14 @@ class DuckDBEngine(DuckDBPublish):
     def staging_tables(self) -> list[str]:
         rows = self._run(sql.tables_in_catalog(), [sql.STAGING_CATALOG]).fetchall()
         return sorted(r[0] for r in rows)
+
+    def share_cores(self, batches_in_flight: int) -> None:
+        # Each batch's statements run on its worker's thread, and DuckDB adds threads of its
+        # own to every statement: with as many batches in flight as cores, those only contend
+        # (measured: 365 daily batches, two in flight on two cores, 10-15% faster with one
+        # thread each; a batch of 30 days as fast). The setting is the database's, shared by
+        # every handle.
+        self._run("SET threads = ?", [max(1, self._cores // max(1, batches_in_flight))])
 
     def interrupt(self) -> None:
         self._con.interrupt()

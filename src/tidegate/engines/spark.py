@@ -238,6 +238,9 @@ class SparkEngine(SparkPublish):
         twin._open()
         return twin
 
+    def share_cores(self, batches_in_flight: int) -> None:
+        """Spark's scheduler shares its executors among the batches' jobs."""
+
     def interrupt(self) -> None:
         """Cancel the running statement's jobs, and the ones it starts until it gives up (a
         statement may start jobs one after another: a broadcast, then its join)."""

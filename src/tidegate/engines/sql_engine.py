@@ -44,6 +44,9 @@ class SqlEngine(RangeUpdates):
     def _after_publish(self, staging: str) -> None:
         """What follows a committed publish."""
 
+    def share_cores(self, batches_in_flight: int) -> None:
+        """A server runs each session's statements in a process of its own."""
+
     # markers -------------------------------------------------------------------------------------
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:

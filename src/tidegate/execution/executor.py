@@ -69,6 +69,12 @@ class Options:
     on_throttle: Callable[[Adjustment], None] = lambda _: None
 
 
+def in_flight_limit(version: Version, options: Options) -> int:
+    """How many batches run at once: one where a check reads what the batch before published
+    (a check against the previous partition)."""
+    return 1 if version.spec.judged_against_previous else options.max_concurrency
+
+
 @dataclass
 class Report:
     published: int = 0
@@ -107,6 +113,7 @@ class Executor:
     ) -> Report:
         report = Report()
         with (
+            self._sharing_cores(in_flight_limit(version, options)),
             self._handles(options.max_concurrency) as (slots, opened),
             ThreadPoolExecutor(
                 max_workers=options.max_concurrency, thread_name_prefix="tidegate-batch"
@@ -135,8 +142,7 @@ class Executor:
         handles: list[Engine],
     ) -> None:
         began = self.timer.monotonic()
-        # a check against the previous partition reads what the batch before published
-        in_flight_limit = 1 if version.spec.judged_against_previous else options.max_concurrency
+        in_flight = in_flight_limit(version, options)
         starts: list[float] = []
         inflight: dict[Future[tuple[int, Work]], Batch] = {}
         exhausted = False
@@ -169,7 +175,7 @@ class Executor:
             halted = report.trigger is not None or report.stopped
             if (halted or exhausted) and not inflight:
                 return
-            if halted or exhausted or len(inflight) >= in_flight_limit:
+            if halted or exhausted or len(inflight) >= in_flight:
                 wait(inflight, return_when=FIRST_COMPLETED)
                 continue
             if options.stop_loss.max_source_rows is not None:
@@ -212,6 +218,14 @@ class Executor:
     _last_label: str = field(default="", init=False)
     _reading: dict[str, dict[str, ReadFrom]] = field(default_factory=dict, init=False)
     _kept: list[Engine] = field(default_factory=list, init=False)
+
+    @contextmanager
+    def _sharing_cores(self, batches_in_flight: int) -> Iterator[None]:
+        self.engine.share_cores(batches_in_flight)
+        try:
+            yield
+        finally:
+            self.engine.share_cores(1)
 
     @contextmanager
     def _handles(self, count: int) -> Iterator[tuple[queue.Queue[int], list[Engine]]]:

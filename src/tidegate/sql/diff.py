@@ -69,7 +69,7 @@ def partition_of(partition_column: str, grain: str, flavor: Flavor = DUCKDB) -> 
     """The partition a row falls in: a time partition's start (epoch seconds), or the position
     of the row's key in the declared keys bound as `$keys` (NULL for an undeclared key)."""
     if grain != "key":
-        return bucket(partition_column, grain)
+        return bucket(partition_column, grain, flavor)
     keys = exp.cast(exp.Placeholder(this="keys"), exp.DataType.build("VARCHAR[]", dialect=DIALECT))
     position = flavor.position(keys, exp.cast(column(partition_column), exp.DataType.Type.VARCHAR))
     return exp.cast(

@@ -27,6 +27,7 @@ from tidegate.sql.statements import (
     META_SCHEMA,
     Flavor,
     column,
+    days_since_epoch,
     ident,
     row_hash,
     table,
@@ -127,6 +128,7 @@ POSTGRES = Flavor(
         this="array_position", expressions=[values, value]
     ),
     same_value=_same_value,
+    day_number=days_since_epoch,
 )
 
 

@@ -23,6 +23,7 @@ from tidegate.domain.model import Column, WriteMode
 from tidegate.sql.model_sql import SqlProblem, parse_type
 from tidegate.sql.statements import (
     DIALECT,
+    EPOCH_DAY,
     Flavor,
     bucket,
     column,
@@ -110,6 +111,8 @@ SPARK = Flavor(
     native_hash=lambda values: exp.Anonymous(this="xxhash64", expressions=list(values)),
     position=_position,
     same_value=lambda left, right: exp.NullSafeEQ(this=left, expression=right),
+    # Spark's date minus a date is an interval
+    day_number=lambda day: exp.Anonymous(this="datediff", expressions=[day, EPOCH_DAY.copy()]),
 )
 
 
@@ -215,7 +218,7 @@ def slot_of(partition_column: str, grain: str | None) -> exp.Expr:
     (None: a publish of one partition) the bound `$slot`."""
     if grain is None:
         return exp.cast(exp.Placeholder(this="slot"), exp.DataType.Type.BIGINT)
-    return bucket(partition_column, grain)
+    return bucket(partition_column, grain, SPARK)
 
 
 def publish_rows(
