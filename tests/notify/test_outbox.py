@@ -20,8 +20,8 @@ import pytest
 
 from tidegate.domain.clock import FixedClock
 from tidegate.notify.config import NotifyTarget
-from tidegate.notify.outbox import backoff, deliver, enqueue
-from tidegate.notify.targets import DeliveryFailed, Dispatcher
+from tidegate.notify.outbox import DeliveryFailed, backoff, deliver, enqueue
+from tidegate.notify.targets import Dispatcher
 from tidegate.state.sqlite import SQLiteStateStore
 
 T0 = datetime(2025, 1, 2, tzinfo=timezone.utc)

@@ -18,7 +18,6 @@ from typing import Any
 from tidegate.domain.clock import Clock
 from tidegate.notify.config import NotifyTarget
 from tidegate.notify.row import ConsumerRead
-from tidegate.notify.targets import DeliveryFailed
 from tidegate.state.base import StateStore
 
 # How long a claimed row is held by the delivery that claimed it before another may try it: past
@@ -26,6 +25,11 @@ from tidegate.state.base import StateStore
 CLAIM = timedelta(minutes=10)
 # 2 ** 40 seconds is far past any cap; the bound keeps the arithmetic finite.
 MAX_EXPONENT = 40
+
+
+class DeliveryFailed(Exception):
+    """The target did not take the payload; the message is one line and holds no secret."""
+
 
 Sender = Callable[[NotifyTarget, str], None]
 """Sends one payload to one target or raises DeliveryFailed (tidegate.notify.targets.Dispatcher)."""

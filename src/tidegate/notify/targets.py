@@ -11,12 +11,9 @@ from pathlib import Path
 
 from tidegate import __version__
 from tidegate.notify.config import NotifyTarget
+from tidegate.notify.outbox import DeliveryFailed
 
 REASON_CHARS = 200
-
-
-class DeliveryFailed(Exception):
-    """The target did not take the payload; the message is one line and holds no secret."""
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

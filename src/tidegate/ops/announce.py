@@ -18,7 +18,6 @@ from tidegate.domain.partitions import IntervalSet
 from tidegate.notify.config import consumers_of, lineage_targets
 from tidegate.notify.outbox import DeliveryReport, deliver, enqueue, payloads
 from tidegate.notify.row import ConsumerRead
-from tidegate.notify.targets import Dispatcher
 from tidegate.ops.context import Context
 
 if TYPE_CHECKING:
@@ -183,6 +182,9 @@ def _enqueue(ctx: Context, queue: _Queue) -> None:
 
 def flush(ctx: Context) -> DeliveryReport:
     """Deliver every due row of the outbox."""
+    # HTTP delivery (urllib, ssl, email) loads only where something is delivered
+    from tidegate.notify.targets import Dispatcher
+
     settings = ctx.project.settings
     return deliver(ctx.state, settings.notify, ctx.clock, Dispatcher(ctx.project.root))
 
