@@ -82,6 +82,8 @@ class Source:
     table: str
     time_column: str
     min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
+    # a key-list partition's rows of this source: those holding its key here (None: all rows)
+    key_column: str | None = None
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,16 @@ class Engine(Protocol):
         """The checksum of a table's rows in the cursor interval `bounds`, and `aggregates`
         over them as text, in one pass. Read-only."""
 
+    def key_fingerprint(
+        self,
+        table: str,
+        key_column: str,
+        bounds: Mapping[str, Any],
+        aggregates: Sequence[str] = (),
+    ) -> tuple[Checksum, list[str | None]]:
+        """The checksum of a table's rows whose `key_column` holds the key bound as $key, and
+        `aggregates` over them as text, in one pass. Read-only."""
+
     def staged_aggregates(self, staging: str, expressions: Sequence[str]) -> list[str | None]:
         """Aggregate expressions over a staging slot's rows, as text. Read-only."""
 

@@ -214,6 +214,30 @@ class SqlQueries(ABC):
                 table, column, self._all_columns(table), aggregates, self.flavor
             ),
         )
+        return self._fingerprint(statement, bounds)
+
+    def key_fingerprint(
+        self,
+        table: str,
+        key_column: str,
+        bounds: Mapping[str, Any],
+        aggregates: Sequence[str] = (),
+    ) -> tuple[Checksum, list[str | None]]:
+        statement = self._statement(
+            ("key fingerprint", table, key_column, tuple(aggregates)),
+            lambda: sql.checksum(
+                sql.table(table),
+                self._all_columns(table),
+                sql.partition_predicate(key_column, keyed=True),
+                self.flavor,
+                aggregates,
+            ),
+        )
+        return self._fingerprint(statement, bounds)
+
+    def _fingerprint(
+        self, statement: str, bounds: Mapping[str, Any]
+    ) -> tuple[Checksum, list[str | None]]:
         rows, digest, *values = self._one(statement, self._bind(bounds, statement))
         # the aggregates are cast to text in the statement; a driver may still hand back others
         return Checksum(int(rows), int(digest)), [None if v is None else str(v) for v in values]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.cursor import cursor_bounds
-from tidegate.domain.model import CheckSpec, ModelSpec, Source
+from tidegate.domain.model import CheckSpec, ModelSpec, Reconciliation, Source
 from tidegate.domain.partitions import (
     EVERYTHING,
     IntervalSet,
@@ -95,20 +95,28 @@ def read_inputs(
     baselines = _published_previous(state, spec, batch, partitions)
     counting = _relative_checks(spec, "source")
     for source in (sources[name] for name in spec.sources):
+        rules = [r for r in spec.reconciliations if r.source == source.name]
         if spec.keys:
-            # a key-list partition has no time window: it reads the whole source
             for partition in partitions:
-                label = partition.label(spec.keys)
-                whole = engine.source_fingerprint(
-                    source.table, source.time_column, bound_values(partition, label)
+                keyed = _key_rows(engine, source, partition, spec.keys, rules)
+                source_values.setdefault(partition.start, {}).update(keyed.values)
+                if source.key_column is not None and keyed.checksum.rows < source.min_rows:
+                    missing.setdefault(
+                        partition.start,
+                        f"source {source.name} has {keyed.checksum.rows} row(s) holding key "
+                        f"{partition.label(spec.keys)} (at least {source.min_rows} expected)",
+                    )
+                    continue
+                source_rows += keyed.checksum.rows
+                _set_source_rows(
+                    baselines, counting, source.name, partition.start, keyed.checksum.rows
                 )
-                source_rows += whole.rows
-                _set_source_rows(baselines, counting, source.name, partition.start, whole.rows)
                 inputs[partition.start].append(
-                    Input(source.name, "source", partition.start, partition.end, str(whole))
+                    Input(
+                        source.name, "source", partition.start, partition.end, str(keyed.checksum)
+                    )
                 )
             continue
-        rules = [r for r in spec.reconciliations if r.source == source.name]
         profiles = engine.profile(
             source.table,
             False,
@@ -136,6 +144,31 @@ def read_inputs(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
     return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+
+
+@dataclass(frozen=True)
+class _SourceRead:
+    checksum: Checksum
+    values: dict[str, str | None]  # reconciliation rule → its source side
+
+
+def _key_rows(
+    engine: Engine,
+    source: Source,
+    partition: PartitionKey,
+    keys: Sequence[str],
+    rules: Sequence[Reconciliation],
+) -> _SourceRead:
+    """A key-list partition has no time window: it reads the source's rows holding its key
+    (where the source names its key column; the reconciliations need one), or else the whole
+    source."""
+    bounds = bound_values(partition, partition.label(keys))
+    if source.key_column is None:
+        return _SourceRead(engine.source_fingerprint(source.table, source.time_column, bounds), {})
+    found, values = engine.key_fingerprint(
+        source.table, source.key_column, bounds, [r.source_expression for r in rules]
+    )
+    return _SourceRead(found, {r.name: v for r, v in zip(rules, values, strict=True)})
 
 
 def _cursor_inputs(

@@ -520,7 +520,9 @@ def _build_spec(
         if header.grain is Grain.CURSOR
         else None
     )
-    reconciliations = _reconciliations(model, reads, None if cursor is None else cursor.source)
+    reconciliations = _reconciliations(
+        model, reads, sources, None if cursor is None else cursor.source
+    )
     return ModelSpec(
         name=name,
         path=model.path,
@@ -604,21 +606,38 @@ def _sql_line(model: ModelFile, word: str) -> int | None:
     return None if found is None else model.sql_first_line + found - 1
 
 
+def _check_keyed_source(model: ModelFile, index: int, source: Source | None, name: str) -> None:
+    """A key-list model reconciles each key with the rows of a source that hold the key."""
+    if source is None:
+        problem = f"{name!r} is a model; a key-list model reconciles with a source's rows"
+    elif source.key_column is None:
+        problem = f"set key_column in [sources.{name}], the column holding the keys"
+    else:
+        return
+    raise ConfigError(
+        model.path, f"reconciliations[{index}]: {problem}", model.header_line("reconciliations")
+    )
+
+
 def _reconciliations(
-    model: ModelFile, reads: set[str], cursor_source: str | None
+    model: ModelFile, reads: set[str], sources: dict[str, Source], cursor_source: str | None
 ) -> tuple[Reconciliation, ...]:
-    """Per partition: a time partition's window of a source or upstream model, or a cursor
-    interval of the cursor source."""
+    """Per partition: a time partition's window of a source or upstream model, a cursor
+    interval of the cursor source, or a key's rows of a source that names its key column."""
     declared = model.header.reconciliations
-    if declared and not (model.header.grain.is_time or cursor_source is not None):
+    grain = model.header.grain
+    if declared and not (grain.is_time or grain is Grain.KEY or cursor_source is not None):
         raise ConfigError(
             model.path,
-            "reconciliations: only time-partitioned and cursor models reconcile per partition",
+            "reconciliations: only time-partitioned, key-list and cursor models reconcile per "
+            "partition",
             model.header_line("reconciliations"),
         )
     found: list[Reconciliation] = []
     for index, item in enumerate(declared):
         line = model.header_line("reconciliations")
+        if grain is Grain.KEY and item.source in reads:
+            _check_keyed_source(model, index, sources.get(item.source), item.source)
         if cursor_source is not None and item.source != cursor_source:
             raise ConfigError(
                 model.path,
