@@ -93,6 +93,7 @@ def reconciliations(project: Path, key: str) -> dict[str, dict[str, Any]]:
 def source_fingerprint(project: Path, key: str) -> str:
     inputs = show_partition(project, MODEL, key)["published"]["inputs"]
     [found] = [i for i in inputs if i["upstream"] == "orders"]
+    assert found["range"] == f"status = {key}"
     return str(found["fingerprint"])
 
 

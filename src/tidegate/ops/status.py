@@ -21,7 +21,7 @@ from tidegate.domain.partitions import (
     to_utc,
 )
 from tidegate.domain.reconciliation import ReconciliationResult
-from tidegate.domain.run import PublishedPartition
+from tidegate.domain.run import Input, PublishedPartition
 from tidegate.domain.throttle import THROTTLE_EVENT
 from tidegate.ops.context import Context
 from tidegate.ops.cursor import mark_doc
@@ -178,7 +178,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
                 {
                     "upstream": i.upstream,
                     "kind": i.kind,
-                    "range": _input_range(ctx, i.upstream, i.kind, i.range_start, i.range_end),
+                    "range": _input_range(ctx, spec, i),
                     "fingerprint": i.fingerprint,
                     "attempts": list(i.upstream_attempts),
                 }
@@ -227,10 +227,21 @@ def _via_label(ctx: Context, model: str, start: int) -> str:
     return _label(spec, start, following(spec.grain, start, spec.chunk_size))
 
 
-def _input_range(ctx: Context, upstream: str, kind: str, start: int, end: int) -> str:
-    if kind == "source":
+def _input_range(ctx: Context, reader: ModelSpec, read: Input) -> str:
+    """What a partition of `reader` read of an input: an upstream model's partitions; a
+    source's time window, the rows holding its key or its cursor interval — or all its rows (a
+    key or cursor partition reading a source that does not name the partition)."""
+    start, end = read.range_start, read.range_end
+    if read.kind != "source":
+        return _range_label(_spec(ctx, read.upstream)[0], start, end)
+    if reader.grain.is_time:
         return f"{to_utc(start).isoformat()}..{to_utc(end).isoformat()}"
-    return _range_label(_spec(ctx, upstream)[0], start, end)
+    source = ctx.project.sources.get(read.upstream)
+    if reader.keys and source is not None and source.key_column is not None:
+        return f"{source.key_column} = {_range_label(reader, start, end)}"
+    if reader.cursor is not None and reader.cursor.source == read.upstream:
+        return f"{reader.cursor.column} in {_range_label(reader, start, end)}"
+    return "all rows"
 
 
 def check_doc(check: Any) -> dict[str, Any]:
