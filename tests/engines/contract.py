@@ -971,6 +971,27 @@ class EngineContract:
         self.publish_rows(ready, [*DAY1_ROWS[:2], (3, "2025-01-01 23:59:59", "c", None)], DAY1)
         assert ready.source_fingerprint("events", "ts", bound_values(DAY1)) != day1
 
+    def test_key_fingerprint_follows_only_the_rows_holding_the_key(self, ready: Engine) -> None:
+        self.publish_rows(ready, DAY1_ROWS, DAY1)
+        self.publish_rows(ready, DAY2_ROWS, DAY2)
+        sums = ["count(*)", "sum(amount)"]
+        key_a, values = ready.key_fingerprint("events", "kind", {"key": "a"}, sums)
+        # rows 1 (1.50) and 4 (10.00) hold "a"
+        assert key_a.rows == 2
+        assert [None if v is None else Decimal(v) for v in values] == [2, Decimal("11.50")]
+        key_b, _ = ready.key_fingerprint("events", "kind", {"key": "b"})
+        assert key_b.rows == 1
+        assert ready.key_fingerprint("events", "kind", {"key": "z"}, sums) == (
+            Checksum(0, 0),
+            ["0", None],
+        )
+        # a row holding another key changes: the key's fingerprint does not
+        self.publish_rows(ready, [DAY2_ROWS[0], (5, "2025-01-02 08:00:00", "c", "-3.11")], DAY2)
+        assert ready.key_fingerprint("events", "kind", {"key": "a"})[0] == key_a
+        # one of its own rows changes: it does
+        self.publish_rows(ready, [(4, "2025-01-02 00:00:00", "a", "10.01"), DAY2_ROWS[1]], DAY2)
+        assert ready.key_fingerprint("events", "kind", {"key": "a"})[0] != key_a
+
     def test_source_fingerprint_of_an_empty_window(self, ready: Engine) -> None:
         self.publish_rows(ready, DAY1_ROWS, DAY1)
         empty = ready.source_fingerprint("events", "ts", bound_values(DAY2))
