@@ -200,3 +200,20 @@ def test_a_key_list_reconciliation_needs_a_keyed_source(
     assert built.exit_code == 2, built.stdout
     assert expected in built.stderr, built.stderr
     assert len(built.stderr.strip().splitlines()) == 1, built.stderr
+
+
+def test_a_key_list_model_does_not_reconcile_with_a_model(tmp_path: Path) -> None:
+    project = _keyed(example_project(tmp_path / "proj", deploy=False))
+    header = KEYED_MODEL[: KEYED_MODEL.index("*/")].replace("{target}", "sum(order_count)")
+    reading_a_model = header.replace('source = "orders"', 'source = "daily_revenue"') + (
+        "*/\nSELECT status, sum(order_count) AS order_count, "
+        "CAST(sum(gross_revenue) AS DECIMAL(18, 2)) AS gross\n"
+        "FROM daily_revenue WHERE status = $key GROUP BY status\n"
+    )
+    (project / "models" / f"{MODEL}.sql").write_text(reading_a_model)
+    built = tidegate("build", "--project", project)
+    assert built.exit_code == 2, built.stdout
+    assert (
+        "reconciliations[0]: 'daily_revenue' is a model; a key-list model reconciles with a "
+        "source's rows"
+    ) in built.stderr, built.stderr
