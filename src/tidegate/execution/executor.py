@@ -10,7 +10,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 
 from tidegate.domain.attempt import AttemptState
@@ -224,8 +224,12 @@ class Executor:
         self.engine.share_cores(batches_in_flight)
         try:
             yield
-        finally:
-            self.engine.share_cores(1)
+        except BaseException:
+            # the error that cut the batches short is the one to report
+            with suppress(EngineError):
+                self.engine.share_cores(1)
+            raise
+        self.engine.share_cores(1)
 
     @contextmanager
     def _handles(self, count: int) -> Iterator[tuple[queue.Queue[int], list[Engine]]]:

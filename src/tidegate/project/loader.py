@@ -624,19 +624,10 @@ def _reconciliations(
 ) -> tuple[Reconciliation, ...]:
     """Per partition: a time partition's window of a source or upstream model, a cursor
     interval of the cursor source, or a key's rows of a source that names its key column."""
-    declared = model.header.reconciliations
-    grain = model.header.grain
-    if declared and not (grain.is_time or grain is Grain.KEY or cursor_source is not None):
-        raise ConfigError(
-            model.path,
-            "reconciliations: only time-partitioned, key-list and cursor models reconcile per "
-            "partition",
-            model.header_line("reconciliations"),
-        )
     found: list[Reconciliation] = []
-    for index, item in enumerate(declared):
+    for index, item in enumerate(model.header.reconciliations):
         line = model.header_line("reconciliations")
-        if grain is Grain.KEY and item.source in reads:
+        if model.header.grain is Grain.KEY and item.source in reads:
             _check_keyed_source(model, index, sources.get(item.source), item.source)
         if cursor_source is not None and item.source != cursor_source:
             raise ConfigError(
