@@ -277,7 +277,7 @@ def main() -> None:
         if args.peers:
             peer_runs = args.peers_runs or peers.default_runs(rows_per_day)
             compared = peers.run_peers(template / "warehouse.duckdb", peer_runs, DAILY)
-            for line in peers.report(compared, wall[1]):
+            for line in peers.report(compared, wall[1], same_work):
                 print(line)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -370,8 +370,9 @@ def run_peers(warehouse: Path, runs: int, reference: str) -> dict[str, PeerResul
     return {peer.name: run_peer(peer, warehouse, runs, reference) for peer in PEERS}
 
 
-def report(results: dict[str, PeerResult], tidegate_batch1: float) -> list[str]:
-    """Lines for backfill.py: each peer's median and its ratio to tidegate batch 1."""
+def report(results: dict[str, PeerResult], tidegate_batch1: float, same_work: float) -> list[str]:
+    """Lines for backfill.py: each peer's median, its ratio to tidegate batch 1, and its ratio
+    to the raw DuckDB loop doing the same work (what any tool's ratio is bounded by)."""
     lines = []
     for name, result in results.items():
         median = result.median
@@ -389,4 +390,8 @@ def report(results: dict[str, PeerResult], tidegate_batch1: float) -> list[str]:
             f"tidegate is {ratio if faster else 1 / ratio:.1f}x {'faster' if faster else 'slower'}"
         )
         lines.append(f"ratio {name} / tidegate batch 1: {ratio:5.2f}x ({verdict})")
+        lines.append(
+            f"ratio {name} / raw loop doing the same work: {median / same_work:5.2f}x "
+            "(the physical limit of that ratio)"
+        )
     return lines
