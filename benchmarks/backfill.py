@@ -16,8 +16,8 @@ warehouse. Every copy of the warehouse is flushed to disk before a run starts, s
 first fsync pays for writing the copy. tidegate's processes run with bytecode caching on, as an
 installed package's modules are compiled (a PYTHONDONTWRITEBYTECODE in this environment would
 otherwise have every process compile tidegate's sources again).
-Prints ratios tidegate/raw for each, and the peak memory of tidegate processes over 30 and 365
-partitions.
+Prints ratios tidegate/raw for each, the peak memory of tidegate processes over 30 and 365
+partitions, and the peak of tidegate's own Python heap over the same (DuckDB's memory apart).
 With --peers, also the same backfill through SQLMesh and dbt-duckdb (see peers.py).
 
 Usage: python benchmarks/backfill.py [ROWS_PER_DAY] [--runs N] [--max-concurrency N]
@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -91,6 +92,17 @@ def in_process(args: list[str]) -> float:
         except SystemExit as done:
             assert done.code in (0, None), f"tidegate {' '.join(args)} failed"
     return time.perf_counter() - began
+
+
+def python_heap_peak(args: list[str]) -> int:
+    """Peak bytes tidegate's own Python objects took during one command called in this process
+    (tracemalloc: DuckDB's memory, its buffer cache included, is not Python's)."""
+    tracemalloc.start()
+    try:
+        in_process(args)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def recorded_seconds(project: Path) -> float:
@@ -247,6 +259,13 @@ def main() -> None:
             )
             for batch in (1, 30)
         }
+        # after the timed runs: tracing slows Python down
+        heap = {
+            days: python_heap_peak(
+                backfill_args(fresh_project(template, folder, "heap"), partitions, 1)
+            )
+            for days, partitions in ((30, "2025-01-01..2025-01-30"), (365, YEAR))
+        }
         print(
             f"{365 * rows_per_day:,} orders, 365 daily partitions of daily_revenue; "
             f"median of {runs}; tidegate with --max-concurrency {args.max_concurrency}"
@@ -263,6 +282,10 @@ def main() -> None:
             f"peak memory, batch 1: 30 partitions {month_rss / 1024:.0f} MiB, 365 partitions "
             f"{year_rss / 1024:.0f} MiB (ratio {year_rss / month_rss:.2f}; DuckDB's buffer "
             "cache keeps the source blocks it read)"
+        )
+        print(
+            f"peak Python heap of tidegate, batch 1: 30 partitions {heap[30] / 2**20:.1f} MiB, "
+            f"365 partitions {heap[365] / 2**20:.1f} MiB (tracemalloc)"
         )
         same_work = raw["raw loop, same work + checkpoint"]
         single = raw["raw single CREATE TABLE AS + its checks"]
