@@ -82,8 +82,6 @@ class Source:
     table: str
     time_column: str
     min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
-    # a key-list partition's rows of this source: those holding its key here (None: all rows)
-    key_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,10 +188,17 @@ class ModelSpec:
     update: UpdateSpec | None = None
     # a cursor model's cursor (grain "cursor")
     cursor: CursorSpec | None = None
+    # a key-list model's (source, column holding its keys) pairs
+    key_sources: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind(self) -> ModelKind:
         return ModelKind.SQL if self.program is None else self.program.kind
+
+    def key_column_in(self, source: str) -> str | None:
+        """The column of `source` holding this key-list model's keys (None: it reads all the
+        source's rows)."""
+        return dict(self.key_sources).get(source)
 
     def first_partition(self) -> PartitionKey | None:
         if self.start is None:
@@ -289,6 +294,7 @@ class ModelSpec:
             **({"chunk_size": self.chunk_size} if self.chunk_size else {}),
             **({"update": self.update.config()} if self.update else {}),
             **({"cursor": self.cursor.config()} if self.cursor else {}),
+            **({"key_sources": [list(p) for p in self.key_sources]} if self.key_sources else {}),
         }
 
 

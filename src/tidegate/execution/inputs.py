@@ -98,9 +98,9 @@ def read_inputs(
         rules = [r for r in spec.reconciliations if r.source == source.name]
         if spec.keys:
             for partition in partitions:
-                keyed = _key_rows(engine, source, partition, spec.keys, rules)
+                keyed = _key_rows(engine, spec, source, partition, rules)
                 source_values.setdefault(partition.start, {}).update(keyed.values)
-                if source.key_column is not None and keyed.checksum.rows < source.min_rows:
+                if spec.key_column_in(source.name) and keyed.checksum.rows < source.min_rows:
                     missing.setdefault(
                         partition.start,
                         f"source {source.name} has {keyed.checksum.rows} row(s) holding key "
@@ -154,19 +154,20 @@ class _SourceRead:
 
 def _key_rows(
     engine: Engine,
+    spec: ModelSpec,
     source: Source,
     partition: PartitionKey,
-    keys: Sequence[str],
     rules: Sequence[Reconciliation],
 ) -> _SourceRead:
     """A key-list partition has no time window: it reads the source's rows holding its key
-    (where the source names its key column; the reconciliations need one), or else the whole
-    source."""
-    bounds = bound_values(partition, partition.label(keys))
-    if source.key_column is None:
+    (where the model names the source's column of its keys; the reconciliations need one), or
+    else the whole source."""
+    bounds = bound_values(partition, partition.label(spec.keys))
+    column = spec.key_column_in(source.name)
+    if column is None:
         return _SourceRead(engine.source_fingerprint(source.table, source.time_column, bounds), {})
     found, values = engine.key_fingerprint(
-        source.table, source.key_column, bounds, [r.source_expression for r in rules]
+        source.table, column, bounds, [r.source_expression for r in rules]
     )
     return _SourceRead(found, {r.name: v for r, v in zip(rules, values, strict=True)})
 

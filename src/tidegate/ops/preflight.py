@@ -14,7 +14,7 @@ from tidegate.ops.context import Context
 
 def preflight(ctx: Context, version: Version) -> list[str]:
     """What would stop `version` from running: an unreachable or read-only warehouse, a missing
-    source table or time column, a query the engine cannot plan, output that breaks the
+    source table, time column or key column, a query the engine cannot plan, output that breaks the
     contract, or a published table whose columns the version would have to retype."""
     spec = version.spec
     problems = warehouse_problems(ctx.project)
@@ -25,10 +25,13 @@ def preflight(ctx: Context, version: Version) -> list[str]:
         for name in spec.sources:
             source = ctx.project.sources[name]
             found = engine.table_columns(source.table)
+            keys_in = spec.key_column_in(name)
             if found is None:
                 problems.append(f"source {name}: table {source.table} does not exist")
             elif source.time_column not in {c.name for c in found}:
                 problems.append(f"source {name}: no time column {source.time_column}")
+            elif keys_in not in {None, *(c.name for c in found)}:
+                problems.append(f"source {name}: no column {keys_in} (key_sources)")
         if spec.update is not None:
             problems += table_problems(engine, spec)
         unready = [m for m in spec.upstream if engine.table_columns(m) is None]

@@ -178,7 +178,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
                 {
                     "upstream": i.upstream,
                     "kind": i.kind,
-                    "range": _input_range(ctx, spec, i),
+                    "range": _input_range(ctx, spec if writer is None else writer.spec, i),
                     "fingerprint": i.fingerprint,
                     "attempts": list(i.upstream_attempts),
                 }
@@ -228,17 +228,17 @@ def _via_label(ctx: Context, model: str, start: int) -> str:
 
 
 def _input_range(ctx: Context, reader: ModelSpec, read: Input) -> str:
-    """What a partition of `reader` read of an input: an upstream model's partitions; a
-    source's time window, the rows holding its key or its cursor interval — or all its rows (a
-    key or cursor partition reading a source that does not name the partition)."""
+    """What a partition read of an input, as `reader` (the version that wrote it) declared it:
+    an upstream model's partitions; a source's time window, the rows holding its key or its
+    cursor interval — or all its rows (a key or cursor partition reading a source whole)."""
     start, end = read.range_start, read.range_end
     if read.kind != "source":
         return _range_label(_spec(ctx, read.upstream)[0], start, end)
     if reader.grain.is_time:
         return f"{to_utc(start).isoformat()}..{to_utc(end).isoformat()}"
-    source = ctx.project.sources.get(read.upstream)
-    if reader.keys and source is not None and source.key_column is not None:
-        return f"{source.key_column} = {_range_label(reader, start, end)}"
+    column = reader.key_column_in(read.upstream)
+    if column is not None:
+        return f"{column} = {_range_label(reader, start, end)}"
     if reader.cursor is not None and reader.cursor.source == read.upstream:
         return f"{reader.cursor.column} in {_range_label(reader, start, end)}"
     return "all rows"

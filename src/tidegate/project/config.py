@@ -177,9 +177,6 @@ class SourceSection(_Strict):
     # completeness: a partition whose window holds fewer source rows is skipped, never
     # published (0 turns the check off, e.g. for sources that are legitimately empty some days)
     min_rows: int = Field(default=1, ge=0)
-    # the column holding a key-list model's keys: a key partition reads (and reconciles with)
-    # the rows holding its key, instead of the whole source
-    key_column: str | None = Field(default=None, min_length=1)
 
 
 class RerunSection(_Strict):
@@ -228,7 +225,7 @@ def read_project_file(root: Path) -> ProjectFile:
         message, location = toml_errors.describe(error)
         raise ConfigError(str(path), message, toml_errors.line_of_key(text, location)) from None
     for name, source in parsed.sources.items():
-        for value in (name, source.table or name, source.time_column, source.key_column or name):
+        for value in (name, source.table or name, source.time_column):
             if not IDENTIFIER.match(value):
                 raise ConfigError(
                     str(path),
@@ -245,7 +242,6 @@ def sources_of(parsed: ProjectFile) -> dict[str, Source]:
             table=section.table or name,
             time_column=section.time_column,
             min_rows=section.min_rows,
-            key_column=section.key_column,
         )
         for name, section in parsed.sources.items()
     }

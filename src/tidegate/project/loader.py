@@ -520,6 +520,7 @@ def _build_spec(
         if header.grain is Grain.CURSOR
         else None
     )
+    key_sources = _key_sources(model, reads, sources)
     reconciliations = _reconciliations(
         model, reads, sources, None if cursor is None else cursor.source
     )
@@ -542,6 +543,7 @@ def _build_spec(
         reconciliations=reconciliations,
         program=program,
         cursor=cursor,
+        key_sources=key_sources,
     )
 
 
@@ -606,12 +608,36 @@ def _sql_line(model: ModelFile, word: str) -> int | None:
     return None if found is None else model.sql_first_line + found - 1
 
 
-def _check_keyed_source(model: ModelFile, index: int, source: Source | None, name: str) -> None:
+def _key_sources(
+    model: ModelFile, reads: set[str], sources: dict[str, Source]
+) -> tuple[tuple[str, str], ...]:
+    """A key-list model's column of each source that holds its keys."""
+    declared = model.header.key_sources
+    line = model.header_line("key_sources")
+    if declared and model.header.grain is not Grain.KEY:
+        raise ConfigError(
+            model.path, "key_sources: only a key-list model reads a source by its keys", line
+        )
+    for name, column in declared.items():
+        if name not in sources or name not in reads:
+            raise ConfigError(model.path, f"key_sources.{name}: not a source the model reads", line)
+        if not IDENTIFIER.match(column):
+            raise ConfigError(
+                model.path, f"key_sources.{name}: {column!r} is not a plain identifier", line
+            )
+    return tuple(sorted(declared.items()))
+
+
+def _check_keyed_source(
+    model: ModelFile, index: int, name: str, sources: dict[str, Source]
+) -> None:
     """A key-list model reconciles each key with the rows of a source that hold the key."""
-    if source is None:
+    if name not in sources:
         problem = f"{name!r} is a model; a key-list model reconciles with a source's rows"
-    elif source.key_column is None:
-        problem = f"set key_column in [sources.{name}], the column holding the keys"
+    elif name not in model.header.key_sources:
+        problem = (
+            f'declare key_sources = {{ {name} = "COLUMN" }}, the column of {name} holding the keys'
+        )
     else:
         return
     raise ConfigError(
@@ -628,7 +654,7 @@ def _reconciliations(
     for index, item in enumerate(model.header.reconciliations):
         line = model.header_line("reconciliations")
         if model.header.grain is Grain.KEY and item.source in reads:
-            _check_keyed_source(model, index, sources.get(item.source), item.source)
+            _check_keyed_source(model, index, item.source, sources)
         if cursor_source is not None and item.source != cursor_source:
             raise ConfigError(
                 model.path,

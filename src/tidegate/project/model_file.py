@@ -114,6 +114,9 @@ class Declaration(_Strict):
     time_column: str | None = None
     key_column: str | None = None
     keys: list[str] = []
+    # grain "key": the column of each source (by name) that holds the model's keys; a key
+    # partition then reads, fingerprints and reconciles with only the rows holding its key
+    key_sources: dict[str, str] = {}
     start: str | None = None
     # "update" is for update models (UpdateHeader): the loader says so to an SQL model
     write_mode: Literal["overwrite", "merge", "append", "update"] = "overwrite"

@@ -56,6 +56,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             **({"chunk_size": spec.chunk_size} if spec.chunk_size else {}),
             **({"update": spec.update.config()} if spec.update else {}),
             **({"cursor": spec.cursor.config()} if spec.cursor else {}),
+            **({"key_sources": [list(p) for p in spec.key_sources]} if spec.key_sources else {}),
         },
         sort_keys=True,
     )
@@ -109,6 +110,7 @@ def spec_from_json(text: str) -> ModelSpec:
         chunk_size=data.get("chunk_size", 0),
         update=UpdateSpec.from_config(data["update"]) if "update" in data else None,
         cursor=_cursor_from(data.get("cursor")),
+        key_sources=tuple((source, col) for source, col in data.get("key_sources", [])),
     )
 
 
