@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from tests.engines.contract import DAY1_ROWS, EVENT_COLUMNS, EngineContract, select_rows
-from tests.kit import FORCED, tidegate
+from tests.kit import FORCED, tidegate, warehouse_rows
 from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
 from tidegate.domain.errors import BusyError
@@ -250,3 +250,43 @@ def test_batches_in_flight_share_the_cores_and_give_them_back(duck: DuckDBEngine
         worker.close()
     duck.share_cores(1)
     assert _threads(duck) == cores
+
+
+THREADS_SEEN = """/* tidegate
+grain = "day"
+time_column = "order_date"
+start = "2025-01-01"
+
+[columns]
+order_date = "DATE NOT NULL"
+threads = "BIGINT NOT NULL"
+*/
+SELECT CAST(order_ts AS DATE) AS order_date,
+       max(CAST(current_setting('threads') AS BIGINT)) AS threads
+FROM orders WHERE order_ts >= $start AND order_ts < $end GROUP BY 1
+"""
+
+
+def test_a_batch_runs_on_the_cores_the_other_batches_leave_it(project: Path) -> None:
+    """The model reads DuckDB's thread count while its batch runs."""
+    (project / "models" / "threads_seen.sql").write_text(THREADS_SEEN)
+    for args in (("build",), ("deploy", "threads_seen")):
+        assert tidegate(*args, "--project", project).exit_code == 0
+    cores = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchone()[0])
+
+    def seen(first: str, last: str, batch_size: int) -> list[tuple[int]]:
+        ran = tidegate(
+            "backfill", "threads_seen", "--partitions", f"{first}..{last}",
+            "--batch-size", str(batch_size), "--max-concurrency", "2", "--project", project,
+        )  # fmt: skip
+        assert ran.exit_code == 0, (ran.stdout, ran.stderr)
+        return warehouse_rows(
+            project,
+            "SELECT DISTINCT threads FROM threads_seen WHERE order_date BETWEEN ? AND ?",
+            [first, last],
+        )
+
+    # one batch though two may run: it has every core
+    assert seen("2025-01-01", "2025-01-04", 4) == [(cores,)]
+    # four batches, two in flight: each has its share
+    assert seen("2025-01-05", "2025-01-08", 1) == [(max(1, cores // 2),)]

@@ -50,12 +50,33 @@ def test_batches_skip_checkpoints_for_resume() -> None:
     assert sum(len(b) for b in chosen.batches(skip=done)) == 365 - 40
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 20)), min_size=1, max_size=4),
+    st.integers(1, 9),
+    st.lists(st.tuples(st.integers(0, 90), st.integers(1, 10)), max_size=3),
+)
+def test_the_batch_count_is_the_number_of_batches(
+    spans: list[tuple[int, int]], batch_size: int, done_spans: list[tuple[int, int]]
+) -> None:
+    def days(pairs: list[tuple[int, int]]) -> IntervalSet:
+        return IntervalSet.of(
+            [(YEAR.start + a * DAY_SECONDS, YEAR.start + (a + n) * DAY_SECONDS) for a, n in pairs]
+        )
+
+    chosen = plan(days(spans).intervals, batch_size=batch_size)
+    done = days(done_spans)
+    assert chosen.batch_count(done) == len(list(chosen.batches(skip=done)))
+    assert chosen.batch_count() == len(list(chosen.batches()))
+
+
 def test_a_plan_over_a_million_hours_is_counted_without_iterating() -> None:
     hours = parse_range("2000-01-01T00..2114-01-29T15", Grain.HOUR)
     chosen = BackfillPlan("m", "v", Grain.HOUR, ((hours.start, hours.end),), batch_size=24)
     assert chosen.partitions == len(hours) == 1_000_000
     first = next(chosen.batches())
     assert len(first) == 24
+    assert chosen.batch_count() == 1_000_000 // 24 + 1
 
 
 def test_a_plan_round_trips_through_its_recorded_json() -> None:

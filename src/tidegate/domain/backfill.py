@@ -129,6 +129,12 @@ class BackfillPlan:
     def ranges(self) -> list[PartitionRange]:
         return IntervalSet(self.selection).ranges(self.grain, self.chunk_size)
 
+    def batch_count(self, skip: IntervalSet | None = None) -> int:
+        """How many batches `batches(skip)` yields, counted without making them."""
+        remaining = IntervalSet(self.selection).minus(skip) if skip else IntervalSet(self.selection)
+        ranges = remaining.ranges(self.grain, self.chunk_size)
+        return sum(-(-len(r) // self.batch_size) for r in ranges)
+
     def batches(self, skip: IntervalSet | None = None) -> Iterator[PartitionRange]:
         """Consecutive runs of at most batch_size partitions, never spanning a gap.
 

@@ -50,6 +50,9 @@ class Outcome:
 @dataclass(frozen=True)
 class Options:
     max_concurrency: int = 1
+    # how many batches the execute runs, when known: DuckDB's cores are not set aside for
+    # more batches than that (one batch of a whole month keeps all of them)
+    batches: int | None = None
     rate_per_minute: int | None = None
     stop_loss: StopLoss = NO_STOP_LOSS
     stop_requested: Callable[[], bool] = lambda: False
@@ -73,6 +76,13 @@ def in_flight_limit(version: Version, options: Options) -> int:
     """How many batches run at once: one where a check reads what the batch before published
     (a check against the previous partition)."""
     return 1 if version.spec.judged_against_previous else options.max_concurrency
+
+
+def batches_at_once(version: Version, options: Options) -> int:
+    """How many batches can be in flight together: the limit, or fewer when the execute has
+    fewer batches."""
+    limit = in_flight_limit(version, options)
+    return limit if options.batches is None else max(1, min(limit, options.batches))
 
 
 @dataclass
@@ -113,7 +123,7 @@ class Executor:
     ) -> Report:
         report = Report()
         with (
-            self._sharing_cores(in_flight_limit(version, options)),
+            self._sharing_cores(batches_at_once(version, options)),
             self._handles(options.max_concurrency) as (slots, opened),
             ThreadPoolExecutor(
                 max_workers=options.max_concurrency, thread_name_prefix="tidegate-batch"

@@ -349,6 +349,7 @@ def _execute(
 
     options = Options(
         max_concurrency=plan.max_concurrency,
+        batches=None if batches is not None else plan.batch_count(done),
         rate_per_minute=plan.rate_per_minute,
         stop_loss=plan.stop_loss,
         stop_requested=lambda: stop_flag.is_set() or held(),
@@ -588,7 +589,7 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         finally:
             engine.close()
     per_partition = ctx.state.mean_publish_seconds(plan.model)
-    batch_count = _batch_count(plan)
+    batch_count = plan.batch_count()
     estimate = (
         None if per_partition is None else per_partition * plan.partitions / plan.max_concurrency
     )
@@ -615,7 +616,3 @@ def blast_radius(ctx: Context, plan: BackfillPlan) -> dict[str, Any]:
         "estimated_seconds": None if estimate is None else round(estimate, 1),
         "update": update,
     }
-
-
-def _batch_count(plan: BackfillPlan) -> int:
-    return sum(-(-len(r) // plan.batch_size) for r in plan.ranges())

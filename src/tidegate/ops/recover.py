@@ -231,6 +231,7 @@ def _execute(
                 enumerate(step.batches(skip=done)),
                 Options(
                     max_concurrency=step.max_concurrency,
+                    batches=step.batch_count(done),
                     stop_loss=step.stop_loss,
                     stop_requested=lambda: stop_flag.is_set() or held(),
                     on_outcome=on_outcome,
