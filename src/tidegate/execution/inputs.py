@@ -97,10 +97,11 @@ def read_inputs(
     for source in (sources[name] for name in spec.sources):
         rules = [r for r in spec.reconciliations if r.source == source.name]
         if spec.keys:
+            column = spec.key_column_in(source.name)
             for partition in partitions:
-                keyed = _key_rows(engine, spec, source, partition, rules)
+                keyed = _key_rows(engine, spec, source, column, partition, rules)
                 source_values.setdefault(partition.start, {}).update(keyed.values)
-                if spec.key_column_in(source.name) and keyed.checksum.rows < source.min_rows:
+                if column is not None and keyed.checksum.rows < source.min_rows:
                     missing.setdefault(
                         partition.start,
                         f"source {source.name} has {keyed.checksum.rows} row(s) holding key "
@@ -156,14 +157,14 @@ def _key_rows(
     engine: Engine,
     spec: ModelSpec,
     source: Source,
+    column: str | None,
     partition: PartitionKey,
     rules: Sequence[Reconciliation],
 ) -> _SourceRead:
-    """A key-list partition has no time window: it reads the source's rows holding its key
-    (where the model names the source's column of its keys; the reconciliations need one), or
-    else the whole source."""
+    """A key-list partition has no time window: it reads the source's rows holding its key in
+    `column` (the model's declared column of the source's keys; the reconciliations need one),
+    or else (None) the whole source."""
     bounds = bound_values(partition, partition.label(spec.keys))
-    column = spec.key_column_in(source.name)
     if column is None:
         return _SourceRead(engine.source_fingerprint(source.table, source.time_column, bounds), {})
     found, values = engine.key_fingerprint(
