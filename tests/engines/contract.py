@@ -992,6 +992,9 @@ class EngineContract:
         self.publish_rows(ready, [(4, "2025-01-02 00:00:00", "a", "10.01"), DAY2_ROWS[1]], DAY2)
         assert ready.key_fingerprint("events", "kind", {"key": "a"})[0] != key_a
 
+    def test_no_table_the_warehouse_lacks_is_frozen(self, ready: Engine) -> None:
+        assert not ready.frozen_while_open("no_such_table")
+
     def test_source_fingerprint_of_an_empty_window(self, ready: Engine) -> None:
         self.publish_rows(ready, DAY1_ROWS, DAY1)
         empty = ready.source_fingerprint("events", "ts", bound_values(DAY2))

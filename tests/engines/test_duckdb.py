@@ -185,6 +185,23 @@ def test_the_engine_holds_the_file_until_closed(tmp_path: Path) -> None:
     assert subprocess.run(probe, timeout=60).returncode == 0
 
 
+def test_a_table_of_the_file_is_frozen_while_open_a_view_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE orders AS SELECT 1 AS n")
+        con.execute("CREATE VIEW recent AS SELECT * FROM orders")
+    engine = DuckDBEngine(path)
+    try:
+        assert engine.frozen_while_open("orders")
+        # a view's rows may come from files another process writes
+        assert not engine.frozen_while_open("recent")
+        # the reason it may be frozen: no other process opens the file meanwhile
+        probe = [sys.executable, "-c", OPENER, str(path)]
+        assert subprocess.run(probe, timeout=60).returncode == 4
+    finally:
+        engine.close()
+
+
 # --- a staged column whose type tidegate cannot name ---------------------------------------------
 
 

@@ -48,6 +48,11 @@ class TestPostgres(EngineContract):
         assert engine.capabilities.single_writer_process
         assert engine.version().split(".")[0].isdigit()
 
+    def test_its_tables_are_never_frozen(self, ready: Engine) -> None:
+        # other sessions or jobs may write them while tidegate reads: no read-ahead
+        self.publish_rows(ready, DAY1_ROWS)
+        assert not ready.frozen_while_open("events")
+
 
 @pytest.fixture
 def pg(dsn: str) -> Iterator[PostgresEngine]:

@@ -244,6 +244,12 @@ class Engine(Protocol):
     ) -> Checksum:
         """Checksum of the source rows in a partition's time window. Read-only."""
 
+    def frozen_while_open(self, table: str) -> bool:
+        """Whether no other process can change the table's rows while this warehouse is
+        open, so that reading it twice in a run reads the same rows (a table stored in
+        DuckDB's file, which the open warehouse keeps locked; never a view, whose rows may
+        come from files). Read-only."""
+
     def profile(
         self,
         table: str,

@@ -126,6 +126,10 @@ class DuckDBEngine(DuckDBPublish):
             return None
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]
 
+    def frozen_while_open(self, table: str) -> bool:
+        # the warehouse file is opened for writing: DuckDB locks it against every other process
+        return self._run(sql.stored_tables(), ["main", table]).fetchone() is not None
+
     def cursor_unique(self, table: str, column: str) -> bool:
         return bool(self._one(cursor_sql.unique_column(), [table, column])[0])
 

@@ -122,6 +122,9 @@ class PostgresEngine(PostgresPublish):
     def version(self) -> str:
         return str(self._one(pg.server_version())[0]).split()[0]
 
+    def frozen_while_open(self, table: str) -> bool:
+        return False  # other sessions write PostgreSQL's tables while tidegate reads them
+
     def prepare(self) -> None:
         with self._transaction():
             self._run(pg.hold_prepare())  # workers starting together create the tables once

@@ -169,6 +169,11 @@ class SparkEngine(SparkPublish):
     def version(self) -> str:
         return str(self._spark.version)
 
+    def frozen_while_open(self, table: str) -> bool:
+        return (
+            False  # other jobs may write the files under Spark's tables while tidegate reads them
+        )
+
     def prepare(self) -> None:
         """The catalog's tables are made when it opens; the location when first written."""
 

@@ -19,7 +19,7 @@ from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.ids import new_attempt_id
-from tidegate.domain.model import ModelSpec, Source, Version, WriteMode
+from tidegate.domain.model import ModelKind, ModelSpec, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
 from tidegate.domain.taint import TaintPolicy
@@ -27,6 +27,7 @@ from tidegate.domain.throttle import AdaptiveThrottle, Adjustment
 from tidegate.engines.base import CommitMarker, Engine, Fence, Target
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
+from tidegate.execution.read_ahead import Stretch, Upcoming
 from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
 from tidegate.execution.update import Limits, measure, publish_update
 from tidegate.state.base import StateStore
@@ -129,8 +130,13 @@ class Executor:
                 max_workers=options.max_concurrency, thread_name_prefix="tidegate-batch"
             ) as pool,
         ):
+            pending: Iterator[tuple[int, PartitionRange]] = iter(batches)
+            frozen = self._frozen_sources(version, options)
+            upcoming = Upcoming(pending, frozen) if frozen else None
             try:
-                self._loop(run_id, version, iter(batches), options, report, pool, slots, opened)
+                self._loop(
+                    run_id, version, upcoming or pending, options, report, pool, slots, opened
+                )
             except KeyboardInterrupt:
                 # A second Ctrl-C: abort in-flight batches; nothing of theirs is published.
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -218,6 +224,8 @@ class Executor:
             options.on_batch(index, batch, starts[-1])
             intent = self._intend(run_id, version, index, batch)
             intent.started = starts[-1]
+            if isinstance(pending, Upcoming):
+                intent.stretch = pending.stretch(batch)
             inflight[pool.submit(self._work, slots, handles, version, intent)] = intent
             # wall time and batches that failed before computing: checked before another batch
             # starts; the source-row budget is checked once a batch has read its inputs
@@ -228,6 +236,23 @@ class Executor:
     _last_label: str = field(default="", init=False)
     _reading: dict[str, dict[str, ReadFrom]] = field(default_factory=dict, init=False)
     _kept: list[Engine] = field(default_factory=list, init=False)
+
+    def _frozen_sources(self, version: Version, options: Options) -> frozenset[str]:
+        """The sources a batch may read ahead of time: those no other process can change
+        while the warehouse is open, read by an SQL model of time partitions (a Python,
+        command or dbt model's program could write to the warehouse). A source-row budget
+        counts what is read: with one, every batch reads only its own window."""
+        spec = version.spec
+        if (
+            spec.kind is not ModelKind.SQL
+            or not spec.grain.is_time
+            or spec.update is not None
+            or options.stop_loss.max_source_rows is not None
+        ):
+            return frozenset()
+        return frozenset(
+            name for name in spec.sources if self.engine.frozen_while_open(self.sources[name].table)
+        )
 
     @contextmanager
     def _sharing_cores(self, batches_in_flight: int) -> Iterator[None]:
@@ -288,6 +313,7 @@ class Executor:
                     intent.window,
                     intent.partitions,
                     self.taint_policy,
+                    intent.stretch,
                 )
                 intent.source_rows = plan.source_rows
             except EngineError as error:
@@ -715,6 +741,8 @@ class Batch:
     counted: bool = False
     # when the coordinator started it (the timer's clock): a batch's latency ends at its settle
     started: float = 0.0
+    # the upcoming batches' window it may read its sources in (read_ahead.py)
+    stretch: Stretch | None = None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from tidegate.domain.partitions import (
 )
 from tidegate.domain.run import Input
 from tidegate.domain.taint import TaintedPartition, TaintPolicy
-from tidegate.engines.base import Engine, bound_values, window_bounds
+from tidegate.engines.base import Engine, bound_values
+from tidegate.execution.read_ahead import Stretch, source_pass
 from tidegate.state.base import StateStore
 
 
@@ -49,7 +50,10 @@ def read_inputs(
     batch: PartitionRange,
     partitions: Sequence[PartitionKey],
     taint_policy: TaintPolicy = TaintPolicy.BLOCK,
+    stretch: Stretch | None = None,
 ) -> ReadPlan:
+    """`stretch`: the upcoming batches' window this batch may read its sources in (see
+    read_ahead.py); without it, each source is read in the batch's window."""
     if spec.cursor is not None:
         return _cursor_inputs(engine, spec, sources, partitions)
     inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
@@ -118,13 +122,11 @@ def read_inputs(
                     )
                 )
             continue
-        profiles = engine.profile(
-            source.table,
-            False,
-            source.time_column,
-            spec.grain.value,
-            window_bounds(batch.start, batch.end),
-            aggregates=[r.source_expression for r in rules],
+        aggregates = [r.source_expression for r in rules]
+        profiles = (
+            source_pass(engine, source, spec.grain.value, aggregates, batch.start, batch.end)
+            if stretch is None
+            else stretch.profiles(engine, source, spec.grain.value, aggregates, batch)
         )
         for partition in partitions:
             found = profiles.get(partition.start)

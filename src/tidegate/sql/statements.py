@@ -631,6 +631,24 @@ def published_columns() -> str:
     )
 
 
+def stored_tables() -> str:
+    """Whether a table of the connection's own database (not a view, not a temporary or
+    attached one) has this schema and name (two positional values): one row if so."""
+    info = table("tables", "information_schema")
+    return _sql(
+        exp.select(exp.Literal.number(1))
+        .from_(info)
+        .where(
+            exp.and_(
+                exp.EQ(this=column("table_catalog"), expression=exp.func("current_database")),
+                exp.EQ(this=column("table_schema"), expression=exp.Placeholder()),
+                exp.EQ(this=column("table_name"), expression=exp.Placeholder()),
+                exp.EQ(this=column("table_type"), expression=exp.Literal.string("BASE TABLE")),
+            )
+        )
+    )
+
+
 def bucket(column_name: str, grain: str, flavor: Flavor = DUCKDB) -> exp.Expr:
     """The start (epoch seconds) of the time partition a row's column value falls in."""
     instant = exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP)

@@ -1,0 +1,137 @@
+"""Sources read ahead (execution/read_ahead.py), on DuckDB: one-day batches read a source once
+per stretch of 32 days, and record exactly what reading each day alone records — the input
+fingerprints and the reconciliations' source side — checked against a run that reads each day
+alone and against the warehouse itself. A view, or a source-row budget, turns it off."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.kit import example_project, tidegate, warehouse_rows
+from tidegate.engines.duckdb import DuckDBEngine
+
+FIRST = datetime(2025, 1, 1)
+EPOCH = date(1970, 1, 1)
+DAYS = 40
+RANGE = "2025-01-01..2025-02-09"
+
+Window = tuple[datetime, datetime]
+
+
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> list[Window]:
+    """The window of every pass over a source (not over a staging table) in this process."""
+    seen: list[Window] = []
+    profile = DuckDBEngine.profile
+
+    def recorded_profile(
+        self: DuckDBEngine,
+        table: str,
+        staged: bool,
+        partition_column: str,
+        grain: str,
+        bounds: Mapping[str, Any] | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        if not staged and bounds is not None:
+            seen.append((bounds["start"], bounds["end"]))
+        return profile(self, table, staged, partition_column, grain, bounds, *args, **kwargs)
+
+    monkeypatch.setattr(DuckDBEngine, "profile", recorded_profile)
+    return seen
+
+
+def backfill(project: Path, budget: int | None = None) -> None:
+    """One-day batches over 40 days, two in flight, from a plan file (with a source-row budget,
+    which a plan file may set)."""
+    plan = project / "plan.toml"
+    plan.write_text(
+        f'model = "daily_revenue"\npartitions = "{RANGE}"\nbatch_size = 1\nmax_concurrency = 2\n'
+        + ("" if budget is None else f"max_source_rows = {budget}\n")
+    )
+    done = tidegate("backfill", "--file", plan, "--project", project)
+    assert done.exit_code == 0, done.stderr
+
+
+def recorded(project: Path) -> list[tuple[Any, ...]]:
+    """Per partition: each source input's fingerprint and each reconciliation's source side."""
+    con = sqlite3.connect(project / ".tidegate" / "state.db")
+    try:
+        inputs = con.execute(
+            "SELECT a.partition_start, i.upstream, i.range_start, i.range_end, i.fingerprint "
+            "FROM attempt_inputs i JOIN attempts a USING (attempt_id) "
+            "WHERE a.model = 'daily_revenue' AND i.kind = 'source' ORDER BY 1, 2"
+        ).fetchall()
+        sides = con.execute(
+            "SELECT a.partition_start, r.name, r.source_value, r.passed "
+            "FROM reconciliations r JOIN attempts a USING (attempt_id) "
+            "WHERE a.model = 'daily_revenue' ORDER BY 1, 2"
+        ).fetchall()
+        return inputs + sides
+    finally:
+        con.close()
+
+
+def days(first: int, count: int) -> list[Window]:
+    return [
+        (FIRST + timedelta(days=d), FIRST + timedelta(days=d + 1))
+        for d in range(first, first + count)
+    ]
+
+
+def test_a_stretch_is_read_once_and_records_what_each_day_alone_records(
+    tmp_path: Path, passes: list[Window]
+) -> None:
+    ahead = example_project(tmp_path / "ahead")
+    backfill(ahead)
+    # 40 one-day batches, two in flight: two passes, over 32 days and over the 8 after them
+    assert passes == [
+        (FIRST, FIRST + timedelta(days=32)),
+        (FIRST + timedelta(days=32), FIRST + timedelta(days=DAYS)),
+    ]
+    passes.clear()
+    alone = example_project(tmp_path / "alone")
+    # a source-row budget counts what is read: every batch reads only its own window
+    backfill(alone, budget=10**9)
+    assert sorted(passes) == days(0, DAYS)
+    found = recorded(ahead)
+    assert found == recorded(alone)
+    # 40 partitions, one source input and three reconciliations each, every one passed
+    assert len(found) == DAYS * 4
+    assert all(row[-1] == 1 for row in found if len(row) == 4)
+    # the source side is the warehouse's own sums of each day
+    oracle = warehouse_rows(
+        ahead,
+        "SELECT CAST(order_ts AS DATE), count(*), sum(gross_amount), "
+        "sum(gross_amount - discount - refund) FROM orders "
+        "WHERE order_ts >= ? AND order_ts < ? GROUP BY 1 ORDER BY 1",
+        [FIRST, FIRST + timedelta(days=DAYS)],
+    )
+    sides = {(start, name): value for start, name, value, _ in (r for r in found if len(r) == 4)}
+    for day, count, gross, net in oracle:
+        start = (day - EPOCH).days * 86400
+        assert sides[(start, "row_count")] == str(count)
+        assert sides[(start, "gross_amount")] == str(gross)
+        assert sides[(start, "net_amount")] == str(net)
+
+
+def test_a_view_is_read_in_each_batch_window(tmp_path: Path, passes: list[Window]) -> None:
+    project = example_project(tmp_path / "proj", deploy=False)
+    with duckdb.connect(str(project / "warehouse.duckdb")) as con:
+        con.execute("CREATE VIEW orders_feed AS SELECT * FROM orders")
+    config = project / "tidegate.toml"
+    config.write_text(config.read_text().replace('table = "orders"', 'table = "orders_feed"'))
+    for step in (("build",), ("deploy", "daily_revenue")):
+        done = tidegate(*step, "--project", project)
+        assert done.exit_code == 0, done.stderr
+    backfill(project)
+    # a view's rows may come from files another process writes: no day is read ahead
+    assert sorted(passes) == days(0, DAYS)
