@@ -15,8 +15,7 @@ from tests.engines.contract import DAY1_ROWS, EVENT_COLUMNS, EngineContract, sel
 from tests.kit import FORCED, tidegate, warehouse_rows
 from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
-from tidegate.domain.errors import BusyError, EngineError
-from tidegate.domain.model import CheckSpec, Severity
+from tidegate.domain.errors import BusyError
 from tidegate.engines.base import Engine
 from tidegate.engines.duckdb import DuckDBEngine
 from tidegate.sql import statements as sql
@@ -268,36 +267,6 @@ def test_batches_in_flight_share_the_cores_and_give_them_back(duck: DuckDBEngine
         worker.close()
     duck.share_cores(1)
     assert _threads(duck) == cores
-
-
-def _disabled_optimizers(engine: DuckDBEngine) -> str:
-    return str(engine._one("SELECT current_setting('disabled_optimizers')")[0])
-
-
-def test_a_staged_pass_is_planned_lightly_and_the_optimizers_come_back(
-    duck: DuckDBEngine,
-) -> None:
-    duck.stage("day", "SELECT DATE '2025-01-01' AS d, 'a' AS status", {})
-    # a check that fails unless the pass runs with optimizers disabled: it reads the setting
-    lightly = CheckSpec(
-        "lightly",
-        "expression",
-        Severity.BLOCKING,
-        {"expression": "current_setting('disabled_optimizers') LIKE '%statistics_propagation%'"},
-    )
-    [profile] = duck.profile("day", True, "d", "day", None, ["d", "status"], [lightly]).values()
-    assert profile.measured == (0,)
-    assert profile.checksum.rows == 1
-    # the handle's later statements (a model's query, a source's pass) are planned in full
-    assert _disabled_optimizers(duck) == ""
-    duck.stage("copy", "SELECT * FROM _tidegate_staging.main.day", {})
-    failing = CheckSpec(
-        "failing", "expression", Severity.BLOCKING, {"expression": "CAST(status AS INTEGER) > 0"}
-    )
-    with pytest.raises(EngineError, match="duckdb: Conversion Error"):
-        duck.profile("copy", True, "d", "day", None, ["d", "status"], [failing])
-    # a pass cut short by its error gives the optimizers back as well
-    assert _disabled_optimizers(duck) == ""
 
 
 THREADS_SEEN = """/* tidegate

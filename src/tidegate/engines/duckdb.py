@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,18 +20,6 @@ from tidegate.sql import statements as sql
 from tidegate.sql.model_sql import SqlProblem, parse_type
 
 WAIT_STEP_SECONDS = 0.2
-# Optimizers whose planning costs a staged batch's profile pass more than they save it: 0.7 ms
-# of a 3.7 ms pass over a day's few rows; the same pass over 7.3M staged rows is as fast
-# without them (2.23 s against 2.19 s on two threads). Only those this DuckDB has are disabled.
-LIGHT_PLANNING = (
-    "common_subexpressions",
-    "statistics_propagation",
-    "join_order",
-    "common_subplan",
-    "expression_rewriter",
-    "unused_columns",
-    "projection_placement",
-)
 
 
 def _column(name: str, type_text: str, nullable: bool) -> Column:
@@ -67,8 +54,6 @@ class DuckDBEngine(DuckDBPublish):
         self._con.execute("SET TimeZone = 'UTC'")
         # DuckDB's own count of the cores it may use (its default thread count)
         self._cores = int(self._con.execute("SELECT current_setting('threads')").fetchone()[0])
-        known = {row[0] for row in self._con.execute(sql.optimizer_names()).fetchall()}
-        self._light = ",".join(name for name in LIGHT_PLANNING if name in known)
         self._new_caches()
         # The staging catalog is this connection's memory, shared by its handles and no one
         # else: no other session can leave a table there. Each staging table present, with the
@@ -234,7 +219,6 @@ class DuckDBEngine(DuckDBPublish):
         twin.path = self.path
         twin._con = self._con.cursor()
         twin._cores = self._cores
-        twin._light = self._light
         twin._con.execute("SET TimeZone = 'UTC'")
         twin._new_caches()
         twin._staged_by = self._staged_by
@@ -252,21 +236,6 @@ class DuckDBEngine(DuckDBPublish):
         # thread each; a batch of 30 days as fast). The setting is the database's, shared by
         # every handle.
         self._run("SET threads = ?", [max(1, self._cores // max(1, batches_in_flight))])
-
-    @contextmanager
-    def _profiling(self, staged: bool) -> Iterator[None]:
-        if not staged or not self._light:
-            yield
-            return
-        self._run("SET disabled_optimizers = ?", [self._light])
-        try:
-            yield
-        except BaseException:
-            # the error that cut the pass short is the one to report
-            with suppress(EngineError):
-                self._run("RESET disabled_optimizers")
-            raise
-        self._run("RESET disabled_optimizers")
 
     def interrupt(self) -> None:
         self._con.interrupt()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, ClassVar
 
 from sqlglot import exp
@@ -299,8 +298,7 @@ class SqlQueries(ABC):
             )
 
         statement = self._statement(key, build)
-        with self._profiling(staged):
-            rows = self._run(statement, self._bind(bounds or {}, statement)).fetchall()
+        rows = self._run(statement, self._bind(bounds or {}, statement)).fetchall()
         width = len(checks)
         return {
             None if r[0] is None else int(r[0]): PartitionProfile(
@@ -310,11 +308,6 @@ class SqlQueries(ABC):
             )
             for r in rows
         }
-
-    def _profiling(self, staged: bool) -> AbstractContextManager[None]:
-        """Around a profile pass's statement (a staged batch's: `staged`): DuckDB plans it
-        lightly."""
-        return nullcontext()
 
     def count_in_window(self, table: str, time_column: str, bounds: Mapping[str, Any]) -> int:
         statement = self._statement(

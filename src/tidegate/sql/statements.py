@@ -649,11 +649,6 @@ def stored_tables() -> str:
     )
 
 
-def optimizer_names() -> str:
-    """DuckDB's optimizers, by name."""
-    return _sql(exp.select(exp.Star()).from_(exp.func("duckdb_optimizers")))
-
-
 def bucket(column_name: str, grain: str, flavor: Flavor = DUCKDB) -> exp.Expr:
     """The start (epoch seconds) of the time partition a row's column value falls in."""
     instant = exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP)
