@@ -195,6 +195,11 @@ def test_a_table_of_the_file_is_frozen_while_open_a_view_is_not(tmp_path: Path) 
         assert engine.frozen_while_open("orders")
         # a view's rows may come from files another process writes
         assert not engine.frozen_while_open("recent")
+        # a temporary table of the same name is what a read of the name finds
+        engine._run("CREATE TABLE shadowed AS SELECT 1 AS n")
+        assert engine.frozen_while_open("shadowed")
+        engine._run("CREATE TEMP TABLE shadowed AS SELECT 2 AS n")
+        assert not engine.frozen_while_open("shadowed")
         # the reason it may be frozen: no other process opens the file meanwhile
         probe = [sys.executable, "-c", OPENER, str(path)]
         assert subprocess.run(probe, timeout=60).returncode == 4

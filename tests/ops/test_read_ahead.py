@@ -49,16 +49,16 @@ def passes(monkeypatch: pytest.MonkeyPatch) -> list[Window]:
     return seen
 
 
-def backfill(project: Path, budget: int | None = None) -> None:
+def backfill(project: Path, budget: int | None = None, exit_code: int = 0) -> None:
     """One-day batches over 40 days, two in flight, from a plan file (with a source-row budget,
-    which a plan file may set)."""
+    which a plan file may set), exiting with `exit_code`."""
     plan = project / "plan.toml"
     plan.write_text(
         f'model = "daily_revenue"\npartitions = "{RANGE}"\nbatch_size = 1\nmax_concurrency = 2\n'
         + ("" if budget is None else f"max_source_rows = {budget}\n")
     )
     done = tidegate("backfill", "--file", plan, "--project", project)
-    assert done.exit_code == 0, done.stderr
+    assert done.exit_code == exit_code, done.stderr
 
 
 def recorded(project: Path) -> list[tuple[Any, ...]]:
@@ -135,3 +135,65 @@ def test_a_view_is_read_in_each_batch_window(tmp_path: Path, passes: list[Window
     backfill(project)
     # a view's rows may come from files another process writes: no day is read ahead
     assert sorted(passes) == days(0, DAYS)
+
+
+# a reconciliation whose source side fails on one oversized order
+STRICT = """
+[[reconciliations]]
+name = "strict_gross"
+source = "orders"
+source_expression = "sum(CAST(gross_amount AS DECIMAL(12, 2)))"
+target_expression = "sum(gross_revenue)"
+*/"""
+
+
+def with_one_bad_day(project: Path) -> Path:
+    """The project with the strict reconciliation deployed and one order on 2025-01-20 whose
+    gross does not fit DECIMAL(12, 2): reading that day fails."""
+    model = project / "models" / "daily_revenue.sql"
+    head, tail = model.read_text().split("*/", 1)
+    model.write_text(head + STRICT + tail)
+    for step in (("build",), ("deploy", "daily_revenue")):
+        done = tidegate(*step, "--project", project)
+        assert done.exit_code == 0, done.stderr
+    with duckdb.connect(str(project / "warehouse.duckdb")) as con:
+        con.execute(
+            "UPDATE orders SET gross_amount = 99999999999.00 WHERE order_id = "
+            "(SELECT min(order_id) FROM orders WHERE CAST(order_ts AS DATE) = DATE '2025-01-20')"
+        )
+    return project
+
+
+def unpublished(project: Path) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(project / ".tidegate" / "state.db")
+    try:
+        return con.execute(
+            "SELECT partition_start, state, error FROM attempts "
+            "WHERE model = 'daily_revenue' AND state != 'published' ORDER BY 1"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_stretch_that_fails_to_read_fails_only_the_partition_at_fault(
+    tmp_path: Path, passes: list[Window]
+) -> None:
+    ahead = with_one_bad_day(example_project(tmp_path / "ahead", deploy=False))
+    backfill(ahead, exit_code=1)
+    # the stretch over the first 32 days fails on the 20th: each of its batches then reads its
+    # own day; the stretch after it reads as one
+    assert passes[0] == (FIRST, FIRST + timedelta(days=32))
+    assert sorted(passes[1:]) == [
+        *days(0, 32),
+        (FIRST + timedelta(days=32), days(DAYS - 1, 1)[0][1]),
+    ]
+    alone = with_one_bad_day(example_project(tmp_path / "alone", deploy=False))
+    backfill(alone, budget=10**9, exit_code=1)
+    failed = unpublished(ahead)
+    # only 2025-01-20 fails, with the warehouse's error, exactly as when each day is read alone
+    assert [(start, state) for start, state, _ in failed] == [
+        (int((datetime(2025, 1, 20) - datetime(1970, 1, 1)).total_seconds()), "failed")
+    ]
+    assert "Conversion Error" in failed[0][2]
+    assert failed == unpublished(alone)
+    assert recorded(ahead) == recorded(alone)

@@ -127,8 +127,11 @@ class DuckDBEngine(DuckDBPublish):
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]
 
     def frozen_while_open(self, table: str) -> bool:
-        # the warehouse file is opened for writing: DuckDB locks it against every other process
-        return self._run(sql.stored_tables(), ["main", table]).fetchone() is not None
+        # The warehouse file is opened for writing: DuckDB locks it against every other process.
+        # Only a table of that file, and no temporary table of the same name that a read of
+        # the name would find first.
+        found = self._run(sql.tables_named(), ["main", table]).fetchall()
+        return [tuple(row) for row in found] == [(True, "BASE TABLE")]
 
     def cursor_unique(self, table: str, column: str) -> bool:
         return bool(self._one(cursor_sql.unique_column(), [table, column])[0])

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Source
 from tidegate.domain.partitions import PartitionRange
 from tidegate.engines.base import Engine, PartitionProfile, window_bounds
@@ -45,6 +46,9 @@ def source_pass(
 class _Pass:
     done: threading.Event = field(default_factory=threading.Event)
     profiles: dict[int | None, PartitionProfile] | None = None
+    # what cut the pass short other than the warehouse's error (a second Ctrl-C): the batches
+    # waiting for it stop with it, without reading
+    aborted: BaseException | None = None
 
 
 class Stretch:
@@ -85,12 +89,18 @@ class Stretch:
                 found.profiles = source_pass(
                     engine, source, grain, aggregates, self.start, self.end
                 )
+            except EngineError:
+                pass  # another partition's rows may be at fault: each batch reads its own window
+            except BaseException as error:
+                found.aborted = error
+                raise
             finally:
                 found.done.set()
         else:
             found.done.wait()
+            if found.aborted is not None:
+                raise found.aborted
         if found.profiles is None:
-            # the pass failed on the batch that read it: this batch reads its own window
             return source_pass(engine, source, grain, aggregates, window.start, window.end)
         return {
             start: profile

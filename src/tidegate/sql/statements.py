@@ -631,19 +631,21 @@ def published_columns() -> str:
     )
 
 
-def stored_tables() -> str:
-    """Whether a table of the connection's own database (not a view, not a temporary or
-    attached one) has this schema and name (two positional values): one row if so."""
+def tables_named() -> str:
+    """Every table or view of this schema and name (two positional values), in any attached
+    database, temporary ones included: whether it is of the connection's own database, and its
+    type ('BASE TABLE', 'VIEW', 'LOCAL TEMPORARY')."""
     info = table("tables", "information_schema")
     return _sql(
-        exp.select(exp.Literal.number(1))
+        exp.select(
+            exp.EQ(this=column("table_catalog"), expression=exp.func("current_database")),
+            column("table_type"),
+        )
         .from_(info)
         .where(
             exp.and_(
-                exp.EQ(this=column("table_catalog"), expression=exp.func("current_database")),
                 exp.EQ(this=column("table_schema"), expression=exp.Placeholder()),
                 exp.EQ(this=column("table_name"), expression=exp.Placeholder()),
-                exp.EQ(this=column("table_type"), expression=exp.Literal.string("BASE TABLE")),
             )
         )
     )
