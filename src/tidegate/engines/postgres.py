@@ -123,7 +123,8 @@ class PostgresEngine(PostgresPublish):
         return str(self._one(pg.server_version())[0]).split()[0]
 
     def frozen_while_open(self, table: str) -> bool:
-        return False  # other sessions write PostgreSQL's tables while tidegate reads them
+        # other sessions write PostgreSQL's tables while tidegate reads them
+        return False
 
     def prepare(self) -> None:
         with self._transaction():

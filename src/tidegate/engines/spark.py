@@ -170,9 +170,8 @@ class SparkEngine(SparkPublish):
         return str(self._spark.version)
 
     def frozen_while_open(self, table: str) -> bool:
-        return (
-            False  # other jobs may write the files under Spark's tables while tidegate reads them
-        )
+        # other jobs may write the files under Spark's tables while tidegate reads them
+        return False
 
     def prepare(self) -> None:
         """The catalog's tables are made when it opens; the location when first written."""
