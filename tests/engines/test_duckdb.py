@@ -15,9 +15,9 @@ from tests.engines.contract import DAY1_ROWS, EVENT_COLUMNS, EngineContract, sel
 from tests.kit import FORCED, tidegate, warehouse_rows
 from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
-from tidegate.domain.errors import BusyError
+from tidegate.domain.errors import BusyError, EngineError
 from tidegate.engines.base import Engine
-from tidegate.engines.duckdb import DuckDBEngine
+from tidegate.engines.duckdb import PARSED_KEPT, DuckDBEngine
 from tidegate.sql import statements as sql
 
 HOLDER = """
@@ -312,3 +312,28 @@ def test_a_batch_runs_on_the_cores_the_other_batches_leave_it(project: Path) -> 
     assert seen("2025-01-01", "2025-01-04", 4) == [(cores,)]
     # four batches, two in flight: each has its share
     assert seen("2025-01-05", "2025-01-08", 1) == [(max(1, cores // 2),)]
+
+
+def test_a_statement_parsed_once_answers_each_run_with_its_own_values(duck: DuckDBEngine) -> None:
+    window = "SELECT count(*) FROM range(100) AS r(i) WHERE i >= $start AND i < $end"
+    answers = [
+        duck._one(window, {"start": s, "end": e})[0] for s, e in ((0, 10), (5, 7), (90, 200))
+    ]
+    assert answers == [10, 2, 10]
+
+
+def test_the_parsed_statements_a_handle_keeps_are_bounded(duck: DuckDBEngine) -> None:
+    for n in range(PARSED_KEPT + 50):
+        assert duck._one(f"SELECT {n} AS n")[0] == n
+    assert len(duck._parsed) == PARSED_KEPT
+    # the oldest went first, and is parsed again when it runs again
+    assert "SELECT 0 AS n" not in duck._parsed
+    assert f"SELECT {PARSED_KEPT + 49} AS n" in duck._parsed
+    assert duck._one("SELECT 0 AS n")[0] == 0
+
+
+def test_a_statement_duckdb_cannot_parse_is_one_engine_error(duck: DuckDBEngine) -> None:
+    with pytest.raises(EngineError) as raised:
+        duck._one("SELEC 1")
+    assert str(raised.value).startswith("duckdb: Parser Error")
+    assert "\n" not in str(raised.value)
