@@ -213,3 +213,42 @@ def test_concurrency_never_exceeds_max_concurrency_and_reaches_it(project: Path)
     assert gauge.entered == 6  # six batches of two, each staged once
     assert gauge.highest == 2, gauge.highest
     assert gauge.current == 0
+
+
+def test_batches_publish_one_at_a_time_while_others_compute(project: Path) -> None:
+    """Three batches are staged together (a barrier), so their workers reach the publish at
+    about the same moment; the first publish waits a while for a second to start beside it,
+    and none may."""
+    staged = Gauge(meet=3)
+    publishing = Gauge(meet=1)
+    beside = threading.Event()
+    partitions = "2025-01-01..2025-01-09"
+    with session_for(project) as (ctx, session, version):
+        original_handle, original_publish = session.engine.handle, session.engine.publish
+
+        def counted() -> Any:
+            return CountingHandle(original_handle(), staged)
+
+        def publish(*args: Any, **kwargs: Any) -> Any:
+            first = publishing.enter()
+            try:
+                if publishing.current > 1:
+                    beside.set()
+                if first:
+                    beside.wait(timeout=0.5)  # another publish would start now, were it allowed
+                return original_publish(*args, **kwargs)
+            finally:
+                publishing.leave()
+
+        session.engine.handle = counted  # type: ignore[method-assign]
+        session.engine.publish = publish  # type: ignore[method-assign]
+        report = session.executor(FakeTimer()).execute(
+            new_run(ctx, partitions),
+            version,
+            enumerate(batches(version, partitions, batch_size=1)),
+            Options(max_concurrency=3),
+        )
+    assert report.published == 9 and report.failed == 0
+    assert staged.highest == 3, "the batches did not compute together"
+    assert publishing.entered == 9
+    assert publishing.highest == 1 and not beside.is_set(), "two publishes overlapped"

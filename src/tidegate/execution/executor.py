@@ -1,7 +1,10 @@
-"""The coordinator: batches computed and audited in parallel, published by one serial publisher.
+"""The coordinator: batches computed and audited in parallel, published one at a time.
 
 Throttled (at most `max_concurrency` batches in flight, at most `rate_per_minute` batch starts
 in any sliding minute), stoppable between batches, halted by the first stop-loss that fires.
+A batch's worker computes and audits it, then settles it as the publisher: one worker at a time
+publishes, on the engine the run opened. The coordinator starts batches and keeps the run's
+report: each worker counts what settling its batch did, and the coordinator adds it in.
 """
 
 from __future__ import annotations
@@ -96,6 +99,34 @@ class Report:
     trigger: Trigger | None = None
     stopped: bool = False
 
+    def add(self, settled: Report) -> None:
+        """Count in what settling one batch did (its source rows are counted as it reads
+        them)."""
+        self.published += settled.published
+        self.failed += settled.failed
+        self.skipped += settled.skipped
+        self.rows += settled.rows
+        mine, theirs = self.progress, settled.progress
+        self.progress = replace(
+            mine,
+            done=mine.done + theirs.done,
+            failed=mine.failed + theirs.failed,
+            check_failures=mine.check_failures + theirs.check_failures,
+            reconciliation_mismatches=mine.reconciliation_mismatches
+            + theirs.reconciliation_mismatches,
+        )
+
+
+@dataclass
+class Tally:
+    """What settling one batch did, counted on the worker that settled it; the coordinator
+    adds it to the run's report and passes its outcomes on, in the order they happened."""
+
+    report: Report = field(default_factory=Report)
+    outcomes: list[Outcome] = field(default_factory=list)
+    # the batch's last partition settled: where a stop-loss it fires is placed
+    last_label: str = ""
+
 
 @dataclass
 class Executor:
@@ -123,6 +154,7 @@ class Executor:
         options: Options,
     ) -> Report:
         report = Report()
+        self._aborted.clear()
         with (
             self._sharing_cores(batches_at_once(version, options)),
             self._handles(options.max_concurrency) as (slots, opened),
@@ -137,12 +169,19 @@ class Executor:
                 self._loop(
                     run_id, version, upcoming or pending, options, report, pool, slots, opened
                 )
-            except KeyboardInterrupt:
-                # A second Ctrl-C: abort in-flight batches; nothing of theirs is published.
-                pool.shutdown(wait=False, cancel_futures=True)
-                for handle in opened:
-                    handle.interrupt()
-                self.stager.interrupt()
+            except BaseException as error:
+                # The coordinator stopped on an error or a second Ctrl-C: no worker publishes
+                # after it, as no batch started after it.
+                self._aborted.set()
+                if isinstance(error, KeyboardInterrupt):
+                    # A second Ctrl-C aborts the batches in flight too. A worker in the middle
+                    # of a publish has its statement interrupted (its transaction rolls back);
+                    # one between two of its statements commits, as if the Ctrl-C had come a
+                    # moment later.
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    for handle in (*opened, self.engine):
+                        handle.interrupt()
+                    self.stager.interrupt()
                 raise
         return report
 
@@ -160,7 +199,7 @@ class Executor:
         began = self.timer.monotonic()
         in_flight = in_flight_limit(version, options)
         starts: list[float] = []
-        inflight: dict[Future[tuple[int, Work]], Batch] = {}
+        inflight: dict[Future[Tally], Batch] = {}
         exhausted = False
         adaptive = options.adaptive
 
@@ -173,13 +212,13 @@ class Executor:
 
         while True:
             for future in [f for f in inflight if f.done()]:
-                slot, work = future.result()
+                tally = future.result()
                 settled = inflight.pop(future)
-                try:
-                    self._settle_batch(run_id, version, settled, work, report, options)
-                finally:
-                    # the slot's staging table is published or dropped: another unit may use it
-                    slots.put(slot)
+                report.add(tally.report)
+                _count_reads(report, [settled])
+                for outcome in tally.outcomes:
+                    options.on_outcome(outcome)
+                self._last_label = tally.last_label or self._last_label
                 if adaptive is not None:
                     latency = self.timer.monotonic() - settled.started
                     adaptive, adjustment = adaptive.observe(settled.index, latency)
@@ -226,7 +265,9 @@ class Executor:
             intent.started = starts[-1]
             if isinstance(pending, Upcoming):
                 intent.stretch = pending.stretch(batch)
-            inflight[pool.submit(self._work, slots, handles, version, intent)] = intent
+            inflight[
+                pool.submit(self._run_batch, slots, handles, version, intent, run_id, options)
+            ] = intent
             # wall time and batches that failed before computing: checked before another batch
             # starts; the source-row budget is checked once a batch has read its inputs
             self._last_label = batch.label(version.spec.keys).split("..")[-1]
@@ -236,6 +277,10 @@ class Executor:
     _last_label: str = field(default="", init=False)
     _reading: dict[str, dict[str, ReadFrom]] = field(default_factory=dict, init=False)
     _kept: list[Engine] = field(default_factory=list, init=False)
+    # held by the worker that publishes: one publish at a time, on `engine`
+    _publisher: threading.Lock = field(default_factory=threading.Lock, init=False)
+    # set by a second Ctrl-C: no worker publishes after it
+    _aborted: threading.Event = field(default_factory=threading.Event, init=False)
 
     def _frozen_sources(self, version: Version, options: Options) -> frozenset[str]:
         """The sources a batch may read ahead of time: those no other process can change
@@ -293,14 +338,32 @@ class Executor:
             handle.close()
         self._kept = []
 
-    def _work(
-        self, slots: queue.Queue[int], handles: list[Engine], version: Version, intent: Batch
-    ) -> tuple[int, Work]:
-        """On a worker: read the batch's inputs, then stage and audit each unit whose inputs
-        are complete. The slot's staging tables stay reserved until the coordinator has
-        published or dropped them."""
+    def _run_batch(
+        self,
+        slots: queue.Queue[int],
+        handles: list[Engine],
+        version: Version,
+        intent: Batch,
+        run_id: str,
+        options: Options,
+    ) -> Tally:
+        """On a worker: compute and audit the batch in a slot, then settle it as the
+        publisher. The slot's staging tables stay reserved until they are published or
+        dropped."""
         slot = slots.get()
-        engine = handles[slot]
+        try:
+            work = self._work(handles[slot], slot, version, intent)
+            tally = Tally()
+            with self._publisher:
+                if not self._aborted.is_set():
+                    self._settle_batch(run_id, version, intent, work, tally, options)
+            return tally
+        finally:
+            slots.put(slot)
+
+    def _work(self, engine: Engine, slot: int, version: Version, intent: Batch) -> Work:
+        """Read the batch's inputs, then stage and audit each unit whose inputs are
+        complete."""
         spec = version.spec
         try:
             try:
@@ -317,7 +380,7 @@ class Executor:
                 )
                 intent.source_rows = plan.source_rows
             except EngineError as error:
-                return slot, Work(error=str(error))
+                return Work(error=str(error))
             finally:
                 intent.inputs_read.set()
             ready = [p for p in intent.partitions if p.start not in plan.missing]
@@ -344,7 +407,7 @@ class Executor:
             if spec.update is not None:
                 for unit in units:
                     self._staged(unit)  # an update stages nothing: its publish computes
-                return slot, Work(plan, [self._audited(measure(engine, spec, u)) for u in units])
+                return Work(plan, [self._audited(measure(engine, spec, u)) for u in units])
             read_from = self._read_from(version)
             computed = [
                 self._audited(
@@ -360,10 +423,9 @@ class Executor:
                 )
                 for n, unit in enumerate(units)
             ]
-            return slot, Work(plan, computed)
+            return Work(plan, computed)
         except BaseException:
             intent.inputs_read.set()
-            slots.put(slot)
             raise
 
     def _audited(self, computed: Computed) -> Computed:
@@ -435,10 +497,10 @@ class Executor:
         version: Version,
         intent: Batch,
         work: Work,
-        report: Report,
+        tally: Tally,
         options: Options,
     ) -> None:
-        """On the coordinator: end what could not run, then publish unit by unit."""
+        """As the publisher: end what could not run, then publish unit by unit."""
         spec = version.spec
         partitions = list(intent.partitions)
         if work.plan is None:
@@ -448,19 +510,15 @@ class Executor:
                 partitions,
                 intent.attempts,
                 dict.fromkeys(intent.attempts, reason),
-                report,
-                options,
+                tally,
             )
             return
         plan = work.plan
-        _count_reads(report, [intent])
         skipped = [p for p in partitions if p.start in plan.missing]
         if skipped:
-            self._settle(
-                spec, skipped, intent.attempts, plan.missing, AttemptState.SKIPPED, report, options
-            )
+            self._settle(spec, skipped, intent.attempts, plan.missing, AttemptState.SKIPPED, tally)
         for computed in work.computed:
-            self._finish(run_id, version, computed.unit, computed, report, options)
+            self._finish(run_id, version, computed.unit, computed, tally, options)
 
     def _finish(
         self,
@@ -468,12 +526,12 @@ class Executor:
         version: Version,
         unit: Unit,
         computed: Computed,
-        report: Report,
+        tally: Tally,
         options: Options,
     ) -> None:
         spec = version.spec
         attempts = unit.attempts
-        self._last_label = unit.partitions[-1].label(spec.keys)
+        tally.last_label = unit.partitions[-1].label(spec.keys)
         if computed.error is not None or not computed.checksums:
             reason = computed.error or "; ".join(computed.problems(unit.partitions[0].start))
             self.engine.drop_staging(computed.staging)
@@ -482,8 +540,7 @@ class Executor:
                 list(unit.partitions),
                 attempts,
                 {p.start: reason for p in unit.partitions},
-                report,
-                options,
+                tally,
                 check_failure=computed.error is None,
             )
             return
@@ -502,8 +559,7 @@ class Executor:
                 list(unit.partitions),
                 attempts,
                 reasons,
-                report,
-                options,
+                tally,
                 check_failure=any(r.blocks for rs in computed.checks.values() for r in rs),
                 mismatch=mismatch,
             )
@@ -511,17 +567,17 @@ class Executor:
         refused = None if options.rebuild else self._republish_refusal(spec, unit)
         if refused is not None:
             self.engine.drop_staging(computed.staging)
-            self._fail(spec, list(unit.partitions), attempts, refused, report, options)
+            self._fail(spec, list(unit.partitions), attempts, refused, tally)
             return
-        content = self._publish(run_id, version, unit, computed, report, options)
+        content = self._publish(run_id, version, unit, computed, tally, options)
         if content is None:
             return
         published = [p for p in unit.partitions if p.start in content]
         for p in published:
             checksum = content[p.start]
-            report.published += 1
-            report.rows += checksum.rows
-            options.on_outcome(
+            tally.report.published += 1
+            tally.report.rows += checksum.rows
+            tally.outcomes.append(
                 Outcome(
                     spec.name,
                     p,
@@ -532,7 +588,9 @@ class Executor:
                     str(checksum),
                 )
             )
-        report.progress = replace(report.progress, done=report.progress.done + len(published))
+        tally.report.progress = replace(
+            tally.report.progress, done=tally.report.progress.done + len(published)
+        )
 
     def _publish(
         self,
@@ -540,7 +598,7 @@ class Executor:
         version: Version,
         unit: Unit,
         computed: Computed,
-        report: Report,
+        tally: Tally,
         options: Options,
     ) -> dict[int, Checksum] | None:
         """Publish a unit in the warehouse, then in the ledger: what each partition holds
@@ -567,7 +625,7 @@ class Executor:
             for p in unit.partitions
         ]
         if spec.update is not None:
-            return self._publish_update(spec, unit, markers, report, options)
+            return self._publish_update(spec, unit, markers, tally, options)
         target = Target(
             spec.name,
             spec.columns,
@@ -595,7 +653,7 @@ class Executor:
         except EngineError as error:
             self.engine.drop_staging(computed.staging)
             reasons = {p.start: str(error) for p in unit.partitions}
-            self._fail(spec, list(unit.partitions), attempts, reasons, report, options)
+            self._fail(spec, list(unit.partitions), attempts, reasons, tally)
             return None
         crash_point("after_publish")
         content = {
@@ -617,7 +675,7 @@ class Executor:
         spec: ModelSpec,
         unit: Unit,
         markers: list[CommitMarker],
-        report: Report,
+        tally: Tally,
         options: Options,
     ) -> dict[int, Checksum] | None:
         """An update model's publish: per range, the UPDATE, its audit and its marker in one
@@ -642,8 +700,7 @@ class Executor:
                 else f"not published: {label} in the same batch failed"
                 for p in failed
             },
-            report,
-            options,
+            tally,
             check_failure=refused.check_failure,
             mismatch=refused.mismatch,
         )
@@ -682,15 +739,14 @@ class Executor:
         partitions: list[PartitionKey],
         attempts: Mapping[int, str],
         reasons: Mapping[int, str],
-        report: Report,
-        options: Options,
+        tally: Tally,
         check_failure: bool = False,
         mismatch: bool = False,
     ) -> None:
-        self._last_label = partitions[-1].label(spec.keys)
-        self._settle(spec, partitions, attempts, reasons, AttemptState.FAILED, report, options)
-        progress = report.progress
-        report.progress = replace(
+        tally.last_label = partitions[-1].label(spec.keys)
+        self._settle(spec, partitions, attempts, reasons, AttemptState.FAILED, tally)
+        progress = tally.report.progress
+        tally.report.progress = replace(
             progress,
             done=progress.done + len(partitions),
             failed=progress.failed + len(partitions),
@@ -705,8 +761,7 @@ class Executor:
         attempts: Mapping[int, str],
         reasons: Mapping[int, str],
         state: AttemptState,
-        report: Report,
-        options: Options,
+        tally: Tally,
     ) -> None:
         """End attempts without publishing (failed or skipped), with their reasons."""
         ids = {p.start: attempts[p.start] for p in partitions}
@@ -717,10 +772,10 @@ class Executor:
         )
         for p in partitions:
             if state is AttemptState.SKIPPED:
-                report.skipped += 1
+                tally.report.skipped += 1
             else:
-                report.failed += 1
-            options.on_outcome(
+                tally.report.failed += 1
+            tally.outcomes.append(
                 Outcome(
                     spec.name, p, p.label(spec.keys), ids[p.start], state, reason=reasons[p.start]
                 )
@@ -768,7 +823,7 @@ def reading_of(
     return found
 
 
-def _await_reads(inflight: Mapping[Future[tuple[int, Work]], Batch]) -> None:
+def _await_reads(inflight: Mapping[Future[Tally], Batch]) -> None:
     for future, batch in inflight.items():
         while not batch.inputs_read.wait(STOP_POLL_SECONDS) and not future.done():
             pass
