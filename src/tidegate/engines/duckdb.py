@@ -97,6 +97,9 @@ class DuckDBEngine(DuckDBPublish):
     def _new_caches(self) -> None:
         super()._new_caches()
         self._parsed: dict[str, Any] = {}
+        # set by interrupt(): no statement runs on this handle after it (a publish cut between
+        # two of its statements rolls back instead of going on to its commit)
+        self._interrupted = False
 
     def _parse(self, statement: str) -> Any:
         """The statement parsed once per handle: DuckDB 2's parser takes about a millisecond
@@ -112,6 +115,8 @@ class DuckDBEngine(DuckDBPublish):
         return parsed
 
     def _run(self, statement: str, params: Params | None = None) -> Any:
+        if self._interrupted:
+            raise KeyboardInterrupt
         try:
             return self._con.execute(self._parse(statement), params)
         except duckdb.InterruptException:
@@ -260,6 +265,7 @@ class DuckDBEngine(DuckDBPublish):
         self._run("SET threads = ?", [max(1, self._cores // max(1, batches_in_flight))])
 
     def interrupt(self) -> None:
+        self._interrupted = True
         self._con.interrupt()
 
     def close(self) -> None:
