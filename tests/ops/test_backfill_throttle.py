@@ -86,6 +86,23 @@ def new_run(ctx: Context, partitions: str) -> str:
     return run_id
 
 
+def execute_all(
+    ctx: Context,
+    session: WriterSession,
+    version: Version,
+    partitions: str,
+    batch_size: int,
+    concurrency: int,
+) -> Report:
+    """A new run over `partitions` in batches, at most `concurrency` in flight."""
+    return session.executor(FakeTimer()).execute(
+        new_run(ctx, partitions),
+        version,
+        enumerate(batches(version, partitions, batch_size)),
+        Options(max_concurrency=concurrency),
+    )
+
+
 def most_in_any_window(starts: list[float], window: float) -> int:
     """The most starts inside any half-open window [t, t + window)."""
     return max(sum(1 for s in starts if t <= s < t + window) for t in starts)
@@ -202,12 +219,7 @@ def test_concurrency_never_exceeds_max_concurrency_and_reaches_it(project: Path)
             return handles[-1]
 
         session.engine.handle = counted  # type: ignore[method-assign]
-        report = session.executor(FakeTimer()).execute(
-            new_run(ctx, partitions),
-            version,
-            enumerate(batches(version, partitions, batch_size=2)),
-            Options(max_concurrency=2),
-        )
+        report = execute_all(ctx, session, version, partitions, batch_size=2, concurrency=2)
     assert report.published == 12 and report.failed == 0
     assert len(handles) == 2, "one handle per batch in flight"
     assert gauge.entered == 6  # six batches of two, each staged once
@@ -242,12 +254,7 @@ def test_batches_publish_one_at_a_time_while_others_compute(project: Path) -> No
 
         session.engine.handle = counted  # type: ignore[method-assign]
         session.engine.publish = publish  # type: ignore[method-assign]
-        report = session.executor(FakeTimer()).execute(
-            new_run(ctx, partitions),
-            version,
-            enumerate(batches(version, partitions, batch_size=1)),
-            Options(max_concurrency=3),
-        )
+        report = execute_all(ctx, session, version, partitions, batch_size=1, concurrency=3)
     assert report.published == 9 and report.failed == 0
     assert staged.highest == 3, "the batches did not compute together"
     assert publishing.entered == 9
