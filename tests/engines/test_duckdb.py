@@ -16,8 +16,10 @@ from tests.kit import FORCED, tidegate, warehouse_rows
 from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
 from tidegate.domain.errors import BusyError, EngineError
+from tidegate.domain.partitions import Grain, parse_partition
 from tidegate.engines.base import Engine
 from tidegate.engines.duckdb import PARSED_KEPT, DuckDBEngine
+from tidegate.engines.sql_queries import LISTED_ROWS
 from tidegate.sql import statements as sql
 
 HOLDER = """
@@ -112,6 +114,45 @@ def test_the_checksum_does_not_overflow(duck: DuckDBEngine) -> None:
     found = duck.checksum("big", ["a", "b"])
     expected = sum(python_row_hash((str(i), "x")) for i in range(5000)) % MODULUS
     assert found == Checksum(5000, expected)
+
+
+@pytest.mark.parametrize("rows", [LISTED_ROWS, LISTED_ROWS + 1])
+def test_a_profile_digests_few_or_many_staged_rows_alike(duck: DuckDBEngine, rows: int) -> None:
+    """Up to LISTED_ROWS staged rows are digested in Python from their values as text, more in
+    DuckDB: either way each day's checksum is the documented sum of its row hashes (NULLs,
+    accents, a combining mark and an emoji included)."""
+    texts = ["x", "\u00e9t\u00e9", "e\u0301", "\U0001f600", None, "n", "v1:n"]
+    staged = [
+        (
+            f"2025-01-0{1 + i % 3} {i % 24:02d}:00:00",
+            texts[i % len(texts)],
+            None if i % 5 == 0 else str(i),
+        )
+        for i in range(rows)
+    ]
+    values = ", ".join(
+        f"(TIMESTAMP '{ts}', {'NULL' if a is None else repr(a)}, "
+        f"{'NULL' if b is None else repr(b)})"
+        for ts, a, b in staged
+    )
+    duck.stage(
+        "mixed",
+        f"SELECT ts, CAST(a AS VARCHAR) AS a, CAST(b AS VARCHAR) AS b FROM (VALUES {values}) "
+        "AS t(ts, a, b)",
+        {},
+    )
+    profiles = duck.profile("mixed", True, "ts", "day", None, ["ts", "a", "b"])
+    by_day: dict[int, list[tuple[str | None, ...]]] = {}
+    for row in staged:
+        day = parse_partition(row[0][:10], Grain.DAY).start
+        by_day.setdefault(day, []).append(row)
+    assert {day: p.checksum for day, p in profiles.items()} == {
+        day: Checksum(len(day_rows), sum(python_row_hash(r) for r in day_rows) % MODULUS)
+        for day, day_rows in by_day.items()
+    }
+    # the path the row count chose (the listing statement is cached under its own key)
+    listed = {key[-1] for key in duck._statements if key[0] == "profile"}
+    assert listed == {rows <= LISTED_ROWS}
 
 
 def test_staging_never_reaches_the_warehouse_file(tmp_path: Path) -> None:

@@ -28,6 +28,12 @@ def row_hash(values: Sequence[str | None]) -> int:
     return int(hashlib.md5(canonical_row(values).encode()).hexdigest()[:16], 16)
 
 
+def digest_of(rows: Sequence[Sequence[str | None]]) -> int:
+    """The digest of rows whose values are already formatted as text: the sum of their row
+    hashes, modulo 2^64."""
+    return sum(row_hash(values) for values in rows) % MODULUS
+
+
 @dataclass(frozen=True)
 class Checksum:
     rows: int

@@ -233,6 +233,10 @@ class DuckDBEngine(DuckDBPublish):
     def _one(self, statement: str, params: Params | None = None) -> Any:
         return self._run(statement, params).fetchone()
 
+    def _rows_created(self, result: Any) -> int | None:
+        # DuckDB answers CREATE TABLE AS with the number of rows it wrote
+        return int(result.fetchone()[0])
+
     def _bind(self, params: Mapping[str, Any], statement: str) -> Params:
         return self._only(params, statement)
 
@@ -249,6 +253,7 @@ class DuckDBEngine(DuckDBPublish):
         twin._con.execute("SET TimeZone = 'UTC'")
         twin._new_caches()
         twin._staged_by = self._staged_by
+        twin._staged_rows = self._staged_rows
         twin._described = self._described
         return twin
 

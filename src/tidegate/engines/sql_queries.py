@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
-from tidegate.domain.checksum import Checksum
+from tidegate.domain.checksum import Checksum, digest_of
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import CheckSpec, Column
 from tidegate.engines.base import (
@@ -30,6 +30,9 @@ from tidegate.sql.statements import Flavor
 
 Params = Mapping[str, Any] | Sequence[Any]
 
+# Up to this many staged rows, a profile lists their values and digests them in Python.
+LISTED_ROWS = 256
+
 
 class SqlQueries(ABC):
     """The reading half of an engine that speaks SQL; the engine subclass gives the hooks."""
@@ -38,6 +41,7 @@ class SqlQueries(ABC):
     capabilities: Capabilities
     _statements: dict[tuple[object, ...], str]
     _published_columns: dict[tuple[str | None, str], list[Column]]
+    _staged_rows: dict[str, int]
 
     # hooks ---------------------------------------------------------------------------------
 
@@ -55,6 +59,11 @@ class SqlQueries(ABC):
     @staticmethod
     @abstractmethod
     def _create_staging(target: exp.Table, query_sql: str) -> str: ...
+
+    def _rows_created(self, result: Any) -> int | None:
+        """The rows a CREATE TABLE AS wrote, where its driver's result tells (None: not
+        told)."""
+        return None
 
     @abstractmethod
     def _run(self, statement: str, params: Params | None = None) -> Any: ...
@@ -91,6 +100,8 @@ class SqlQueries(ABC):
         # Statements that are the same for every partition of a session, built once.
         self._statements = {}
         self._published_columns = {}
+        # per staging table, the rows it was created with, where the driver told
+        self._staged_rows = {}
 
     def _statement(self, key: tuple[object, ...], build: Callable[[], str]) -> str:
         """SQL built once per session: the same model, staging slot and checks give the same
@@ -113,10 +124,13 @@ class SqlQueries(ABC):
             lambda: self._create_staging(self._staged(staging), sql_text),
         )
         try:
-            self._run(statement, self._bind(bounds, statement))
+            created = self._run(statement, self._bind(bounds, statement))
         except EngineError:
             self.drop_staging(staging)
             raise
+        rows = self._rows_created(created)
+        if rows is not None:
+            self._staged_rows[staging] = rows
 
     def read_arrow(self, table: str, time_column: str | None, bounds: Mapping[str, Any]) -> Any:
         statement = self._statement(
@@ -271,6 +285,10 @@ class SqlQueries(ABC):
         source = self._staged(table) if staged else sql.table(table)
         # a staging table holds only its batch; a source is read in the $start/$end window
         windowed = bounds is not None and not staged
+        # A few staged rows are digested here from their values as text: the engine would
+        # spend longer planning the digest's expressions than this takes to hash them.
+        staged_rows = self._staged_rows.get(table) if staged else None
+        listed = columns is not None and staged_rows is not None and staged_rows <= LISTED_ROWS
         key = (
             "profile",
             table,
@@ -281,6 +299,7 @@ class SqlQueries(ABC):
             None if columns is None else tuple(columns),
             tuple(_check_key(c) for c in checks),
             tuple(aggregates),
+            listed,
         )
 
         def build() -> str:
@@ -295,6 +314,7 @@ class SqlQueries(ABC):
                 checks,
                 aggregates,
                 self.flavor,
+                listed,
             )
 
         statement = self._statement(key, build)
@@ -302,7 +322,7 @@ class SqlQueries(ABC):
         width = len(checks)
         return {
             None if r[0] is None else int(r[0]): PartitionProfile(
-                Checksum(int(r[1]), int(r[2])),
+                Checksum(int(r[1]), digest_of(r[2]) if listed else int(r[2])),
                 tuple(None if v is None else int(v) for v in r[3 : 3 + width]),
                 tuple(None if v is None else str(v) for v in r[3 + width :]),
             )
@@ -425,6 +445,10 @@ class SqlQueries(ABC):
         names = [self._staging_table(staging)] if staging is not None else self.staging_tables()
         for name in names:
             self._run(self._drop_statement(name))
+        if staging is None:
+            self._staged_rows.clear()
+        else:
+            self._staged_rows.pop(staging, None)
         return len(names)
 
 

@@ -702,13 +702,16 @@ def grouped_checksums(
     checks: Sequence[CheckSpec] = (),
     aggregates: Sequence[str] = (),
     flavor: Flavor = DUCKDB,
+    listed: bool = False,
 ) -> str:
     """Per time partition, in one pass over a whole batch: (partition start, row count, digest,
     one measured value per check (see `_measure`), one text value per aggregate expression).
 
     `native_hash` uses the engine's own row hash: cheaper, but comparable only within one
-    engine — right for input fingerprints, never for published checksums. A `unique` check
-    counts the key values that more than one row of a partition holds.
+    engine — right for input fingerprints, never for published checksums. `listed` gives,
+    instead of the digest, the partition's rows as lists of their values as text, for
+    tidegate.domain.checksum.digest_of. A `unique` check counts the key values that more than
+    one row of a partition holds.
     """
     group, start = bucket_group(bucket_column, grain, flavor)
     # Names no model column can take (columns are plain identifiers): the inner projection
@@ -726,11 +729,15 @@ def grouped_checksums(
     where = _window(bucket_column) if windowed else None
     if where is not None:
         inner = inner.where(where.copy())
-    row = (
-        flavor.native_hash([column(c) for c in columns])
-        if native_hash
-        else row_hash(columns, [column(t) for t in texts], flavor)
-    )
+    if listed:
+        digest: exp.Expr = exp.ArrayAgg(this=exp.Array(expressions=[column(t) for t in texts]))
+    else:
+        row = (
+            flavor.native_hash([column(c) for c in columns])
+            if native_hash
+            else row_hash(columns, [column(t) for t in texts], flavor)
+        )
+        digest = exp.cast(_digest(row, flavor), "VARCHAR")
     measured = [
         _measure(check).as_(ident(f"tidegate:measure:{i}"))
         for i, check in enumerate(checks)
@@ -739,7 +746,7 @@ def grouped_checksums(
     select = exp.select(
         start.as_("bucket"),
         exp.Count(this=exp.Star()).as_(ident("tidegate:rows")),
-        exp.cast(_digest(row, flavor), "VARCHAR").as_(ident("tidegate:digest")),
+        digest.as_(ident("tidegate:digest")),
         *measured,
         *[
             exp.cast(sqlglot.parse_one(text, dialect=DIALECT), "VARCHAR").as_(
