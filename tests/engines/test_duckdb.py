@@ -16,9 +16,10 @@ from tests.kit import FORCED, tidegate, warehouse_rows
 from tidegate.domain import checksum as checksum_rules
 from tidegate.domain.checksum import MODULUS, Checksum
 from tidegate.domain.errors import BusyError, EngineError
+from tidegate.domain.model import CheckSpec, Severity
 from tidegate.domain.partitions import Grain, parse_partition
 from tidegate.engines.base import Engine
-from tidegate.engines.duckdb import PARSED_KEPT, DuckDBEngine
+from tidegate.engines.duckdb import PARSED_KEPT, DuckDBEngine, textual_columns
 from tidegate.engines.sql_queries import LISTED_ROWS
 from tidegate.sql import statements as sql
 
@@ -153,6 +154,43 @@ def test_a_profile_digests_few_or_many_staged_rows_alike(duck: DuckDBEngine, row
     # the path the row count chose (the listing statement is cached under its own key)
     listed = {key[-1] for key in duck._statements if key[0] == "profile"}
     assert listed == {rows <= LISTED_ROWS}
+
+
+def test_only_columns_without_a_collation_of_exact_types_are_textual() -> None:
+    definition = (
+        'CREATE TABLE t(k INTEGER, "a b" VARCHAR, nocase VARCHAR COLLATE NOCASE, '
+        "d DECIMAL(18,2), f DOUBLE, r REAL, i INTERVAL, ts TIMESTAMP, tz TIMESTAMP WITH TIME "
+        "ZONE, day DATE, flag BOOLEAN, id UUID, l INTEGER[], s STRUCT(x INTEGER));"
+    )
+    assert textual_columns(definition) == {"k", "a b", "d", "ts", "day", "flag", "id"}
+
+
+def test_a_few_staged_rows_count_repeated_keys_as_duckdb_compares_them(
+    duck: DuckDBEngine,
+) -> None:
+    """A unique check over a few staged rows is counted from their texts only where equal texts
+    mean equal values: 'a' and 'A' under NOCASE, and -0.0 and 0.0, are one key to DuckDB."""
+    duck.stage(
+        "keys",
+        "SELECT CAST(ts AS TIMESTAMP) AS ts, plain, folded COLLATE NOCASE AS folded, "
+        "CAST(number AS DOUBLE) AS number FROM (VALUES "
+        "('2025-01-01 01:00:00', 'a', 'a', '0.0'), ('2025-01-01 02:00:00', 'a', 'A', '-0.0'), "
+        "('2025-01-01 03:00:00', 'b', 'b', '1.0'), ('2025-01-02 01:00:00', 'b', 'B', '1.0')) "
+        "AS t(ts, plain, folded, number)",
+        {},
+    )
+    checks = [
+        CheckSpec(f"{name}_once", "unique", Severity.BLOCKING, {"columns": [name]})
+        for name in ("plain", "folded", "number")
+    ]
+    profiles = duck.profile(
+        "keys", True, "ts", "day", None, ["ts", "plain", "folded", "number"], checks
+    )
+    first, second = (parse_partition(d, Grain.DAY).start for d in ("2025-01-01", "2025-01-02"))
+    # one repeated key on the first day for each check, as DuckDB's own GROUP BY counts
+    assert profiles[first].measured == (1, 1, 1)
+    assert profiles[second].measured == (0, 0, 0)
+    assert [duck.measure(c, "keys", {}) for c in checks] == [2, 2, 2]
 
 
 def test_staging_never_reaches_the_warehouse_file(tmp_path: Path) -> None:

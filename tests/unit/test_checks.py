@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tidegate.domain.checks import CHECK_KINDS, VIOLATION_KINDS, contract_result, judge
+from tidegate.domain.checks import (
+    CHECK_KINDS,
+    VIOLATION_KINDS,
+    contract_result,
+    judge,
+    repeated_keys,
+)
 from tidegate.domain.model import CheckSpec, Severity
 
 VIOLATION_PARAMS = {
@@ -98,3 +104,20 @@ def test_contract_result() -> None:
     assert bad.blocks
     assert bad.measured == "2"
     assert bad.message == "column a is missing; column b is BIGINT, contract says TEXT"
+
+
+def test_repeated_keys_counts_each_key_held_twice_or_more_once() -> None:
+    rows = [
+        ("2025-01-01", "a", "1"),
+        ("2025-01-01", "a", "2"),
+        ("2025-01-01", "a", "3"),  # a third row of the same key: still one repeated key
+        ("2025-01-01", "b", "4"),
+        ("2025-01-02", "b", "5"),
+        ("2025-01-02", "b", "6"),
+        (None, "c", "7"),  # keys with a NULL part are never repeated
+        (None, "c", "8"),
+    ]
+    assert repeated_keys(rows, [0, 1]) == 2
+    assert repeated_keys(rows, [1]) == 3
+    assert repeated_keys(rows, [2]) == 0
+    assert repeated_keys([], [0]) == 0

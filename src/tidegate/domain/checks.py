@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tidegate.domain.model import CheckSpec, Severity
@@ -36,6 +38,16 @@ class CheckResult:
     @property
     def blocks(self) -> bool:
         return not self.passed and self.severity is Severity.BLOCKING
+
+
+def repeated_keys(rows: Iterable[Sequence[str | None]], key: Sequence[int]) -> int:
+    """A `unique` check's measure over rows whose values are text: how many key values (the
+    values at positions `key`) more than one row holds, keys with a NULL part excluded. Right
+    only where equal values have equal texts and unequal values unequal ones."""
+    held = Counter(
+        tuple(row[i] for i in key) for row in rows if all(row[i] is not None for i in key)
+    )
+    return sum(1 for count in held.values() if count > 1)
 
 
 def duration_seconds(text: str) -> int:

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import sqlglot
+from sqlglot import exp
+from sqlglot.expressions import DataType
 
 from tidegate.domain.errors import BusyError, EngineError, UsageError
 from tidegate.domain.model import Column
@@ -31,6 +34,55 @@ def _column(name: str, type_text: str, nullable: bool) -> Column:
         raise EngineError(
             f"duckdb: column {name} has type {type_text}, which tidegate cannot name; cast it"
         ) from None
+
+
+# Types whose values are equal exactly when their texts are (unlike a float's -0.0 and 0.0, or
+# an interval's '1 day' and '24:00:00').
+TEXTUAL_TYPES = frozenset(
+    {
+        DataType.Type.BOOLEAN,
+        DataType.Type.TINYINT,
+        DataType.Type.SMALLINT,
+        DataType.Type.INT,
+        DataType.Type.BIGINT,
+        DataType.Type.INT128,
+        DataType.Type.UTINYINT,
+        DataType.Type.USMALLINT,
+        DataType.Type.UINT,
+        DataType.Type.UBIGINT,
+        DataType.Type.UINT128,
+        DataType.Type.DECIMAL,
+        DataType.Type.VARCHAR,
+        DataType.Type.TEXT,
+        DataType.Type.DATE,
+        DataType.Type.TIMESTAMP,
+        DataType.Type.TIMESTAMPNTZ,
+        DataType.Type.TIMESTAMP_S,
+        DataType.Type.TIMESTAMP_MS,
+        DataType.Type.TIMESTAMP_NS,
+        DataType.Type.TIME,
+        DataType.Type.UUID,
+    }
+)
+
+
+def textual_columns(definition: str) -> frozenset[str]:
+    """The columns of a table, from its CREATE statement, whose values are equal exactly when
+    their texts are: of a TEXTUAL_TYPES type and with no collation (a NOCASE column holds 'a'
+    and 'A' as one value)."""
+    schema = sqlglot.parse_one(definition, dialect=sql.DIALECT).this
+    columns = schema.expressions if isinstance(schema, exp.Schema) else []
+    return frozenset(
+        defined.name
+        for defined in columns
+        if isinstance(defined, exp.ColumnDef)
+        and isinstance(kind := defined.args.get("kind"), DataType)
+        and kind.this in TEXTUAL_TYPES
+        and not any(
+            isinstance(constraint.args.get("kind"), exp.CollateColumnConstraint)
+            for constraint in defined.args.get("constraints") or ()
+        )
+    )
 
 
 def _is_lock_conflict(error: Exception) -> bool:
@@ -63,6 +115,7 @@ class DuckDBEngine(DuckDBPublish):
         # and a SELECT's result types, the same for every batch, are described once.
         self._staged_by: dict[str, str | None] = {}
         self._described: dict[tuple[str, str], list[Any]] = {}
+        self._textual: dict[tuple[str, str], frozenset[str]] = {}
 
     @staticmethod
     def _connect(
@@ -233,6 +286,18 @@ class DuckDBEngine(DuckDBPublish):
     def _one(self, statement: str, params: Params | None = None) -> Any:
         return self._run(statement, params).fetchone()
 
+    def _textual_columns(self, staging: str) -> frozenset[str]:
+        query = self._staged_by.get(staging)
+        if query is None:
+            return frozenset()  # Arrow rows bring their own types each batch
+        known = self._textual.get((staging, query))
+        if known is None:
+            found = self._one(sql.table_definition(), [sql.STAGING_CATALOG, staging])
+            known = self._textual[(staging, query)] = (
+                frozenset() if found is None else textual_columns(found[0])
+            )
+        return known
+
     def _rows_created(self, result: Any) -> int | None:
         # DuckDB answers CREATE TABLE AS with the number of rows it wrote
         return int(result.fetchone()[0])
@@ -255,6 +320,7 @@ class DuckDBEngine(DuckDBPublish):
         twin._staged_by = self._staged_by
         twin._staged_rows = self._staged_rows
         twin._described = self._described
+        twin._textual = self._textual
         return twin
 
     def staging_tables(self) -> list[str]:

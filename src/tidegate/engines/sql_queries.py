@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
+from tidegate.domain.checks import repeated_keys
 from tidegate.domain.checksum import Checksum, digest_of
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import CheckSpec, Column
@@ -59,6 +60,11 @@ class SqlQueries(ABC):
     @staticmethod
     @abstractmethod
     def _create_staging(target: exp.Table, query_sql: str) -> str: ...
+
+    def _textual_columns(self, staging: str) -> frozenset[str]:
+        """The columns of a staging table whose values are equal exactly when their texts
+        are (not a float's -0.0 and 0.0, not an interval's '1 day' and '24:00:00')."""
+        return frozenset()
 
     def _rows_created(self, result: Any) -> int | None:
         """The rows a CREATE TABLE AS wrote, where its driver's result tells (None: not
@@ -289,6 +295,15 @@ class SqlQueries(ABC):
         # spend longer planning the digest's expressions than this takes to hash them.
         staged_rows = self._staged_rows.get(table) if staged else None
         listed = columns is not None and staged_rows is not None and staged_rows <= LISTED_ROWS
+        # and their `unique` checks counted from those texts, where they equal the values
+        listed_columns = list(columns or ()) if listed else []
+        textual = self._textual_columns(table).intersection(listed_columns) if listed else set()
+        counted_here = {
+            i: [listed_columns.index(c) for c in check.params["columns"]]
+            for i, check in enumerate(checks)
+            if check.kind == "unique" and set(check.params["columns"]) <= textual
+        }
+        in_sql = [c for i, c in enumerate(checks) if i not in counted_here]
         key = (
             "profile",
             table,
@@ -297,7 +312,7 @@ class SqlQueries(ABC):
             grain,
             windowed,
             None if columns is None else tuple(columns),
-            tuple(_check_key(c) for c in checks),
+            tuple(_check_key(c) for c in in_sql),
             tuple(aggregates),
             listed,
         )
@@ -311,7 +326,7 @@ class SqlQueries(ABC):
                 grain,
                 windowed,
                 columns is None,
-                checks,
+                in_sql,
                 aggregates,
                 self.flavor,
                 listed,
@@ -319,11 +334,21 @@ class SqlQueries(ABC):
 
         statement = self._statement(key, build)
         rows = self._run(statement, self._bind(bounds or {}, statement)).fetchall()
-        width = len(checks)
+        width = len(in_sql)
+
+        def measured(row: Sequence[Any]) -> tuple[int | None, ...]:
+            from_sql = iter(row[3 : 3 + width])
+            return tuple(
+                repeated_keys(row[2], counted_here[i])
+                if i in counted_here
+                else _integer(next(from_sql))
+                for i in range(len(checks))
+            )
+
         return {
             None if r[0] is None else int(r[0]): PartitionProfile(
                 Checksum(int(r[1]), digest_of(r[2]) if listed else int(r[2])),
-                tuple(None if v is None else int(v) for v in r[3 : 3 + width]),
+                measured(r),
                 tuple(None if v is None else str(v) for v in r[3 + width :]),
             )
             for r in rows
@@ -450,6 +475,10 @@ class SqlQueries(ABC):
         else:
             self._staged_rows.pop(staging, None)
         return len(names)
+
+
+def _integer(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _check_key(check: CheckSpec) -> tuple[object, ...]:

@@ -606,6 +606,21 @@ def describe_query(query_text: str) -> str:
     return _sql(exp.Describe(this=sqlglot.parse_one(query_text, dialect=DIALECT)))
 
 
+def table_definition() -> str:
+    """DuckDB's CREATE statement of a table, bound by its catalog and name (two positional
+    values): its columns' types with their collations, which DESCRIBE does not show."""
+    return _sql(
+        exp.select(column("sql"))
+        .from_(exp.Anonymous(this="duckdb_tables"))
+        .where(
+            exp.and_(
+                exp.EQ(this=column("database_name"), expression=exp.Placeholder()),
+                exp.EQ(this=column("table_name"), expression=exp.Placeholder()),
+            )
+        )
+    )
+
+
 def tables_in_catalog() -> str:
     info = table("tables", "information_schema")
     return _sql(
