@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 from sqlglot.expressions import DataType
 
 from tidegate.domain.errors import BusyError, EngineError, UsageError
@@ -69,8 +70,12 @@ TEXTUAL_TYPES = frozenset(
 def textual_columns(definition: str) -> frozenset[str]:
     """The columns of a table, from its CREATE statement, whose values are equal exactly when
     their texts are: of a TEXTUAL_TYPES type and with no collation (a NOCASE column holds 'a'
-    and 'A' as one value)."""
-    schema = sqlglot.parse_one(definition, dialect=sql.DIALECT).this
+    and 'A' as one value). None of them where sqlglot cannot read the statement: DuckDB then
+    counts every key itself."""
+    try:
+        schema = sqlglot.parse_one(definition, dialect=sql.DIALECT).this
+    except SqlglotError:
+        return frozenset()
     columns = schema.expressions if isinstance(schema, exp.Schema) else []
     return frozenset(
         defined.name
