@@ -670,6 +670,14 @@ class StateStoreContract:
             (T0, T0 + 4 * day),
             (T0 + 5 * day, T0 + 6 * day),
         ]
+        # the newest partition a version published before a moment: v1's day 2 before day 5
+        # (day 3 is v2's, day 4 failed), its day 5 before day 10; nothing before the first day
+        newest = store.newest_published_end
+        assert newest("daily_revenue", T0 + 10 * day, V1.version_id) == T0 + 6 * day
+        assert newest("daily_revenue", T0 + 5 * day, V1.version_id) == T0 + 3 * day
+        assert newest("daily_revenue", T0 + 10 * day, V2.version_id) == T0 + 4 * day
+        assert newest("daily_revenue", T0, V1.version_id) is None
+        assert newest("other_model", T0 + 10 * day, V1.version_id) is None
         counts, segments = store.segments("daily_revenue", V1.version_id)
         assert counts == store.partition_counts("daily_revenue", V1.version_id)
         assert counts["published"] == 4 and counts["stale"] == 1 and counts["failed"] == 1

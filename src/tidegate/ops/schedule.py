@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import (
-    EVERYTHING,
     PartitionKey,
     PartitionRange,
     floor,
@@ -31,10 +30,7 @@ def due_partitions(ctx: Context, version: Version) -> PartitionRange:
     # only what was published among the partitions due by now: one written ahead of time (an
     # explicit run of a future day) must not hide the ones before it
     due_end = floor(spec.grain, last_fire(spec.schedule, now))
-    written = ctx.state.published_intervals(
-        version.model, EVERYTHING[0], due_end, version.version_id
-    )
-    newest = max((end for _, end in written), default=None)
+    newest = ctx.state.newest_published_end(version.model, due_end, version.version_id)
     return spec.due(now, newest, CATCH_UP)
 
 

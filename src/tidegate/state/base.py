@@ -310,6 +310,10 @@ class StateStore(Protocol):
         """Published partitions of `model` in [start, end) merged into intervals (only those
         written by `version_id` when given). Merged in the store, not one row per partition."""
 
+    def newest_published_end(self, model: str, end: int, version_id: str) -> int | None:
+        """Where the newest partition of `model` published by `version_id` and starting
+        before `end` ends (None: there is none), found without reading the whole history."""
+
     def run_checkpoints(self, run_id: str, model: str) -> list[tuple[int, int]]:
         """The partitions of `model` a run has published (its checkpoints), merged into
         intervals."""

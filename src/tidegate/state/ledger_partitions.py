@@ -34,6 +34,14 @@ ISLANDS = (
     " GROUP BY island ORDER BY 1"
 )
 
+# The end of the newest partition of a model published by a version before a moment: the index
+# on (model, partition_start) walked back from it, not the model's whole history.
+NEWEST_PUBLISHED = (
+    "SELECT partition_end FROM partitions WHERE model = :model"
+    " AND partition_start < CAST(:end AS BIGINT) AND attempt_id IS NOT NULL"
+    " AND version_id = :version ORDER BY partition_start DESC LIMIT 1"
+)
+
 # How many partitions of a model are published by the active version, by another (stale),
 # failed, running, and known at all.
 COUNTS = (
@@ -73,6 +81,10 @@ class PartitionTables(LedgerTables):
         return self._intervals(
             source="model", model=model, start=start, end=end, version=version_id
         )
+
+    def newest_published_end(self, model: str, end: int, version_id: str) -> int | None:
+        row = self._one(NEWEST_PUBLISHED, {"model": model, "end": end, "version": version_id})
+        return None if row is None else int(row[0])
 
     def run_checkpoints(self, run_id: str, model: str) -> list[tuple[int, int]]:
         return self._intervals(source="run", run=run_id, model=model)
