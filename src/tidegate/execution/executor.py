@@ -279,7 +279,7 @@ class Executor:
     _kept: list[Engine] = field(default_factory=list, init=False)
     # held by the worker that publishes: one publish at a time, on `engine`
     _publisher: threading.Lock = field(default_factory=threading.Lock, init=False)
-    # set by a second Ctrl-C: no worker publishes after it
+    # set when the coordinator stops on an error or a second Ctrl-C: no worker publishes after it
     _aborted: threading.Event = field(default_factory=threading.Event, init=False)
 
     def _frozen_sources(self, version: Version, options: Options) -> frozenset[str]:
@@ -313,8 +313,8 @@ class Executor:
 
     @contextmanager
     def _handles(self, count: int) -> Iterator[tuple[queue.Queue[int], list[Engine]]]:
-        """One engine handle per worker slot. A slot is free again only once the coordinator
-        has published or dropped its staging table, so a slot's staging name (and the
+        """One engine handle per worker slot. A slot is free again only once its worker has
+        published or dropped its staging table, so a slot's staging name (and the
         statements built for it) can be reused without one unit overwriting another's rows.
         With `keep_handles`, the handles (and the statements they built) outlive the call, for
         the next batch of a worker: close() releases them."""

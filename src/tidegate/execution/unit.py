@@ -1,6 +1,7 @@
 """Computing and auditing one unit (consecutive partitions whose inputs are complete).
 
-Runs on a worker thread with its own engine handle; publishing happens on the coordinator.
+Runs on a worker thread with its own engine handle; the worker then publishes on the run's
+engine, one worker at a time (executor.py).
 """
 
 from __future__ import annotations
