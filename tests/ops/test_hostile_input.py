@@ -7,9 +7,10 @@
   the model headers have their own property in test_bad_config.py);
 - a ledger from a newer tidegate and a corrupted or truncated ledger file, to every command;
 - a source whose schema drifted (column dropped, renamed or retyped to text) under a published
-  model: the partitions fail (exit 1) naming the column or function, and nothing is published;
-  an added column is harmless. (A retype the model's casts absorb, DOUBLE for DECIMAL, is not
-  drift the output shows: the reconciliations, exact to the cent, judge the values.)
+  model: a backfill, its dry run, a resume and a rerun are refused before they start (exit 3)
+  naming the column or function, and nothing is written; an added column is harmless. (A
+  retype the model's casts absorb, DOUBLE for DECIMAL, is not drift the output shows: the
+  reconciliations, exact to the cent, judge the values.)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import random
 import re
 import shutil
+import signal
 import sqlite3
 from collections.abc import Iterator
 from importlib import resources
@@ -33,10 +35,12 @@ from tests.kit import (
     example_project,
     oracle_daily_revenue,
     published_daily_revenue,
+    spawn,
     state_dump,
     tidegate,
     warehouse_dump,
 )
+from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 from tidegate.state.sqlite import SCHEMA_VERSION
 
 MODEL = "daily_revenue"
@@ -328,22 +332,57 @@ def drift(project: Path, statement: str) -> None:
 
 
 @pytest.mark.parametrize("case", list(DRIFTS))
-def test_a_source_that_drifted_fails_its_partitions_and_publishes_nothing(
-    fresh: Path, case: str
-) -> None:
+def test_a_source_that_drifted_is_refused_before_anything_starts(fresh: Path, case: str) -> None:
+    """Every partition would fail the same way: the run is refused up front, with the reason,
+    instead of failing partition after partition into a failed run."""
     statement, named = DRIFTS[case]
     drift(fresh, statement)
-    published = published_daily_revenue(fresh)
+    ledger, warehouse = state_dump(fresh), warehouse_dump(fresh)
     for args in (
         ("backfill", MODEL, "--partitions", "2025-01-04..2025-01-06"),
+        ("backfill", MODEL, "--partitions", "2025-01-04..2025-01-06", "--dry-run"),
         ("rerun", run_id(fresh), "--partitions", PUBLISHED, "--approve", "x"),
     ):
         result: Result = tidegate(*args, "--project", fresh, "--json")
-        assert result.exit_code == 1, (args, result)
-        assert result.stderr.count("\n") == 1, result.stderr
-        assert published_daily_revenue(fresh) == published, f"{args} published after drift"
-        reasons = result.stdout + result.stderr  # the partitions' reasons and the run's
-        assert named in reasons, reasons
+        assert result.exit_code == 3, (args, result)
+        [line] = result.stderr.splitlines()
+        assert "cannot run against the warehouse as it is now, nothing started" in line, line
+        assert named in line, line
+        assert state_dump(fresh) == ledger, f"{args} wrote to the ledger"
+        assert warehouse_dump(fresh) == warehouse, f"{args} wrote to the warehouse"
+
+
+def test_a_run_cut_short_is_refused_resume_while_its_source_drifted(fresh: Path) -> None:
+    """A backfill killed after its first partition, then its source drifts: resume is refused
+    up front and the run stays resumable; once the source is repaired it finishes."""
+    started = spawn(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "2025-01-04..2025-01-06",
+        "--batch-size",
+        "1",
+        "--max-concurrency",
+        "1",
+        "--project",
+        fresh,
+        env={ENVIRONMENT_VARIABLE: "after_ledger:1"},
+    )
+    started.communicate(timeout=120)
+    assert started.returncode == -signal.SIGKILL, started.returncode
+    cut_short = run_id(fresh)
+    published = published_daily_revenue(fresh)
+    drift(fresh, "ALTER TABLE orders RENAME COLUMN refund TO refunds")
+    result = tidegate("backfill", "resume", cut_short, "--project", fresh)
+    assert result.exit_code == 3, result
+    [line] = result.stderr.splitlines()
+    assert "cannot run against the warehouse as it is now" in line and "refund" in line, line
+    assert published_daily_revenue(fresh) == published
+    drift(fresh, "ALTER TABLE orders RENAME COLUMN refunds TO refund")
+    done = tidegate("backfill", "resume", cut_short, "--project", fresh)
+    assert done.exit_code == 0, done.stderr
+    oracle = [r for r in oracle_daily_revenue(fresh) if str(r[0]) <= "2025-01-06"]
+    assert published_daily_revenue(fresh) == oracle
 
 
 def test_an_added_source_column_is_harmless(fresh: Path) -> None:

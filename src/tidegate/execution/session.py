@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 from tidegate.domain.clock import Clock, Timer
 from tidegate.domain.errors import UsageError
-from tidegate.domain.model import ModelSpec
+from tidegate.domain.model import ModelSpec, Version
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Executor
 from tidegate.execution.orphans import stop_orphaned_jobs
 from tidegate.execution.programs import ProjectStager
+from tidegate.execution.readiness import refuse_unready, version_problems
 from tidegate.execution.reconcile import Reconciliation, reconcile
 from tidegate.project.loader import Project
 from tidegate.state.base import StateStore
@@ -34,6 +35,11 @@ class WriterSession:
                 f"model {model!r} has no active version; run `tidegate deploy {model}`"
             )
         return version.spec
+
+    def refuse_unready(self, version: Version) -> None:
+        """Refuse a backfill or rerun of `version` that the warehouse as it is now would fail
+        partition by partition (a source column dropped, renamed or retyped under it)."""
+        refuse_unready(version, version_problems(self.engine, self.project, version))
 
     def executor(self, timer: Timer) -> Executor:
         return Executor(

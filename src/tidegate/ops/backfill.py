@@ -27,11 +27,13 @@ from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustmen
 from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
+from tidegate.execution.readiness import refuse_unready
 from tidegate.execution.session import WriterSession, writer_session
 from tidegate.execution.update import Limits, rows_outside_ranges
 from tidegate.ops import cursor_backfill, key_ranges
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
+from tidegate.ops.preflight import preflight
 from tidegate.project import toml_errors
 from tidegate.state.base import Event
 
@@ -162,6 +164,7 @@ def start(
     plan = make_plan(ctx, request)
     refuse_empty(plan, request)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        session.refuse_unready(version)
         run_id = new_run_id()
         ctx.state.create_run(
             Run(
@@ -208,6 +211,7 @@ def _start_cursor(
     the warehouse (see ops/cursor_backfill.py)."""
     template = _cursor_template(version, request)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        session.refuse_unready(version)
         run_id, plan = cursor_backfill.plan_and_create(
             ctx,
             session,
@@ -256,8 +260,12 @@ def dry_run(ctx: Context, request: Request) -> tuple[BackfillPlan, dict[str, Any
     """The plan a backfill would follow and its blast radius; writes nothing."""
     version = active_version(ctx, request.model, request.force_paused)
     if version.spec.cursor is not None:
-        return cursor_backfill.blast_radius(ctx, version, _cursor_template(version, request))
+        template = _cursor_template(version, request)
+        refuse_unready(version, preflight(ctx, version))
+        return cursor_backfill.blast_radius(ctx, version, template)
     plan = make_plan(ctx, request)
+    # what the backfill itself would refuse, before its plan is shown
+    refuse_unready(version, preflight(ctx, version))
     return plan, blast_radius(ctx, plan)
 
 
@@ -290,6 +298,7 @@ def resume(
         held = held_back(ctx, plan)
         if held is not None:
             raise RefusedError(f"backfill {run_id} cannot resume: {held}")
+        session.refuse_unready(_version_of(ctx, plan))
         done = IntervalSet.of(ctx.state.run_checkpoints(run_id, plan.model))
         found: cursor_backfill.Batches | None = None
         if plan.grain is Grain.CURSOR:

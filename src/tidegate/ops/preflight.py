@@ -3,12 +3,9 @@ target? Read-only: the warehouse is opened for reading and the query is planned,
 
 from __future__ import annotations
 
-from tidegate.domain.errors import EngineError
-from tidegate.domain.model import Column, Version
-from tidegate.engines.base import bound_values
+from tidegate.domain.model import Version
 from tidegate.engines.factory import open_engine, warehouse_problems
-from tidegate.execution.audit import contract_problems
-from tidegate.execution.update import table_problems
+from tidegate.execution.readiness import version_problems
 from tidegate.ops.context import Context
 
 
@@ -16,45 +13,11 @@ def preflight(ctx: Context, version: Version) -> list[str]:
     """What would stop `version` from running: an unreachable or read-only warehouse, a missing
     source table, time column or key column, a query the engine cannot plan, output that breaks the
     contract, or a published table whose columns the version would have to retype."""
-    spec = version.spec
     problems = warehouse_problems(ctx.project)
     if problems:
         return problems
     engine = open_engine(ctx.project, ctx.wait, read_only=True)
     try:
-        for name in spec.sources:
-            source = ctx.project.sources[name]
-            found = engine.table_columns(source.table)
-            keys_in = spec.key_column_in(name)
-            if found is None:
-                problems.append(f"source {name}: table {source.table} does not exist")
-            elif source.time_column not in {c.name for c in found}:
-                problems.append(f"source {name}: no time column {source.time_column}")
-            elif keys_in not in {None, *(c.name for c in found)}:
-                problems.append(f"source {name}: no column {keys_in} (key_sources)")
-        if spec.update is not None:
-            problems += table_problems(engine, spec)
-        unready = [m for m in spec.upstream if engine.table_columns(m) is None]
-        first = spec.first_partition()
-        # a program's columns are known once it runs: the audit checks them
-        if not problems and not unready and first is not None and spec.program is None:
-            try:
-                produced = engine.query_columns(
-                    version.sql, bound_values(first, first.label(spec.keys))
-                )
-            except EngineError as error:
-                problems.append(f"the query cannot be planned: {error}")
-            else:
-                # nullability is only known once rows exist: the audit checks it per partition
-                planned = [Column(c.name, c.type, False) for c in produced]
-                problems += contract_problems(spec.columns, planned)
-        published = engine.table_columns(spec.name) or []
-        declared = {c.name: c.type for c in spec.columns}
-        problems += [
-            f"published column {c.name} is {c.type}; v{version.seq} writes {declared[c.name]}"
-            for c in published
-            if c.name in declared and declared[c.name] != c.type
-        ]
+        return version_problems(engine, ctx.project, version)
     finally:
         engine.close()
-    return problems

@@ -215,6 +215,7 @@ def rerun(
     before = {j.facts.start: _published(ctx, plan.model, j.facts.start) for j in to_run}
     spec = plan.version.spec
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        session.refuse_unready(plan.version)
         run_id = new_run_id()
         ctx.state.create_run(
             Run(
