@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -68,6 +69,22 @@ def spawn(
         env={**os.environ, **(env or {})},
         **popen,
     )
+
+
+def until_stopped(pid: int) -> None:
+    """Wait for a child process to stop (SIGSTOP at a crash point)."""
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), status
+
+
+def continued_until_exit(pid: int) -> int:
+    """Continue a stopped process until it exits (were it to reach a later checkpoint, it
+    would stop there again); its exit code."""
+    while True:
+        os.kill(pid, signal.SIGCONT)
+        _, status = os.waitpid(pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            return os.waitstatus_to_exitcode(status)
 
 
 def run_process(

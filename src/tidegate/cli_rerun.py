@@ -73,6 +73,7 @@ def rerun(
         ctx = replace(ctx, actor=approver)
     plan = op.judge_rerun(ctx, run_id, model, partitions, version_ref)
     if dry_run:
+        op.refuse_unready_now(ctx, plan)
         emit(as_json, _document(plan, None), lambda: _judgment(plan))
         return
     if not as_json:

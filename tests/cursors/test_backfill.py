@@ -13,7 +13,7 @@ import pytest
 
 from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
 from tests.faults.ledger import live_attempts, runs_with_status
-from tests.kit import spawn, state_dump
+from tests.kit import continued_until_exit, spawn, state_dump, until_stopped
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
 
 pytestmark = [pytest.mark.duckdb, pytest.mark.crash]
@@ -36,21 +36,10 @@ def paused_after_first_batch(events: CursorProject) -> tuple[str, int]:
         events.root,
         env={ENVIRONMENT_VARIABLE: "after_ledger:1", SIGNAL_VARIABLE: "SIGSTOP"},
     )
-    _, status = os.waitpid(process.pid, os.WUNTRACED)  # returns once it stopped
-    assert os.WIFSTOPPED(status), status
+    until_stopped(process.pid)
     [run_id] = runs_with_status(events.root, "running")
     assert live_attempts(events.root) == []
     return run_id, process.pid
-
-
-def continued_until_exit(pid: int) -> int:
-    """Continue a stopped process until it exits (were it to reach a later checkpoint, it
-    would stop there again); its exit code."""
-    while True:
-        os.kill(pid, signal.SIGCONT)
-        _, status = os.waitpid(pid, os.WUNTRACED)
-        if not os.WIFSTOPPED(status):
-            return os.waitstatus_to_exitcode(status)
 
 
 def test_a_stopped_cursor_backfill_resumes_its_recorded_interval(events: CursorProject) -> None:

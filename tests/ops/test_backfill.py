@@ -187,12 +187,18 @@ def test_max_failures_from_a_plan_file_that_tolerates_check_failures(
 
 def test_max_failures_counts_partitions_whose_inputs_cannot_be_read(project: Path) -> None:
     """A partition can fail before it is computed (its source cannot be read): that failure
-    counts toward the stop-loss like any other, and the run halts at the F-th one."""
+    counts toward the stop-loss like any other, and the run halts at the F-th one. The source
+    is a view that plans but fails when its rows are read."""
     import duckdb
 
     con = duckdb.connect(str(project / "warehouse.duckdb"))
     try:
-        con.execute("ALTER TABLE orders RENAME TO orders_gone")
+        con.execute("ALTER TABLE orders RENAME TO orders_stored")
+        con.execute(
+            "CREATE VIEW orders AS SELECT * REPLACE (CASE WHEN order_id > 0 "
+            "THEN CAST(error('orders unreadable') AS DECIMAL(18, 2)) ELSE gross_amount END "
+            "AS gross_amount) FROM orders_stored"
+        )
     finally:
         con.close()
     result = backfill(

@@ -7,9 +7,9 @@
   the model headers have their own property in test_bad_config.py);
 - a ledger from a newer tidegate and a corrupted or truncated ledger file, to every command;
 - a source whose schema drifted (column dropped, renamed or retyped to text) under a published
-  model: a backfill, its dry run, a resume and a rerun are refused before they start (exit 3)
-  naming the column or function, and nothing is written; an added column is harmless. (A
-  retype the model's casts absorb, DOUBLE for DECIMAL, is not drift the output shows: the
+  model: a backfill, a resume and a rerun (and their dry runs) are refused before they start
+  (exit 3) naming the column or function, and nothing is written; an added column is harmless.
+  (A retype the model's casts absorb, DOUBLE for DECIMAL, is not drift the output shows: the
   reconciliations, exact to the cent, judge the values.)
 """
 
@@ -342,6 +342,7 @@ def test_a_source_that_drifted_is_refused_before_anything_starts(fresh: Path, ca
         ("backfill", MODEL, "--partitions", "2025-01-04..2025-01-06"),
         ("backfill", MODEL, "--partitions", "2025-01-04..2025-01-06", "--dry-run"),
         ("rerun", run_id(fresh), "--partitions", PUBLISHED, "--approve", "x"),
+        ("rerun", run_id(fresh), "--partitions", PUBLISHED, "--dry-run"),
     ):
         result: Result = tidegate(*args, "--project", fresh, "--json")
         assert result.exit_code == 3, (args, result)

@@ -13,6 +13,7 @@ and the application never got an error.
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -32,9 +33,17 @@ from psycopg import sql
 from tests.engines.postgres_kit import admin, fresh_database, rows, use_postgres
 from tests.faults.backfill_kit import backfill_run_ids
 from tests.faults.ledger import ledger_rows, wait_until
-from tests.kit import FORCED, REPO, example_project, run_process, spawn
+from tests.kit import (
+    FORCED,
+    REPO,
+    continued_until_exit,
+    example_project,
+    run_process,
+    spawn,
+    until_stopped,
+)
 from tests.ranges.range_kit import DIFFERING, MODEL, add_model
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.execution.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash, pytest.mark.slow]
 
@@ -364,6 +373,53 @@ def test_an_expression_of_another_type_than_its_column_is_refused_before_anythin
     assert len(result.stderr.strip().splitlines()) == 1
     assert backfill_run_ids(project) == []
     assert rows(dsn, DIFFERING) == [(SMALL_ORDERS,)]
+
+
+def test_a_row_given_a_null_key_while_the_backfill_runs_fails_it_at_its_end(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The application inserts a row without a key while the backfill is paused before its
+    second range's publish: every range publishes, and the run fails naming the row, which no
+    key range holds."""
+    project = small_project(tmp_path, dsn)
+    with admin(dsn) as con:
+        # the key may be NULL
+        con.execute("ALTER TABLE orders DROP CONSTRAINT orders_pkey")
+        con.execute("ALTER TABLE orders ALTER COLUMN order_id DROP NOT NULL")
+    paused = spawn(
+        "backfill",
+        MODEL,
+        "--partitions",
+        "all",
+        "--project",
+        project,
+        env={ENVIRONMENT_VARIABLE: "before_publish:2", SIGNAL_VARIABLE: "SIGSTOP"},
+    )
+    try:
+        until_stopped(paused.pid)
+        with admin(dsn) as con:
+            con.execute(
+                "INSERT INTO orders SELECT NULL, order_ts, customer_id, status, gross_amount, "
+                "discount, refund, NULL FROM orders WHERE order_id = 7000"
+            )
+        code = continued_until_exit(paused.pid)  # it stops again before each later publish
+    except BaseException:
+        os.kill(paused.pid, signal.SIGKILL)
+        raise
+    assert paused.stderr is not None
+    err = paused.stderr.read()
+    assert code == 1, err
+    message = (
+        "key column order_id is NULL in 1 row of orders: no key range holds them, so they "
+        "were not updated; give them a key and backfill their chunks"
+    )
+    assert message in err, err
+    assert rows(dsn, DIFFERING) == [(1,)]  # the row without a key, alone
+    [run_id] = backfill_run_ids(project)
+    [(state, reason)] = ledger_rows(
+        project, "SELECT status, reason FROM runs WHERE run_id = ?", (run_id,)
+    )
+    assert (state, reason) == ("failed", message)
 
 
 def test_a_batch_of_ranges_is_one_transaction_per_range(tmp_path: Path, dsn: str) -> None:
