@@ -209,6 +209,18 @@ def state_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
         con.close()
 
 
+def warehouse_execute(project: Path, statement: str) -> None:
+    """Write to the warehouse directly, as another process would (only when no writer holds
+    it)."""
+    import duckdb
+
+    con = duckdb.connect(str(project / "warehouse.duckdb"))
+    try:
+        con.execute(statement)
+    finally:
+        con.close()
+
+
 def warehouse_dump(project: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table in the warehouse."""
     import duckdb

@@ -142,6 +142,7 @@ def start(
         )
     if dry_run:
         recovery = op.make_recovery(ctx, request)
+        op.refuse_unready_now(ctx, recovery.plan)
         notes = op.left_notes(ctx, recovery)
         document = {
             "schema": "tidegate.recover-plan/v1",

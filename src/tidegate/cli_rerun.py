@@ -48,6 +48,7 @@ def rerun(
     from tidegate.domain.errors import UsageError
     from tidegate.ops import rerun as op
     from tidegate.ops.backfill import read_plan_file
+    from tidegate.ops.preflight import refuse_unready_now
 
     text = None
     if plan_file is not None:
@@ -73,7 +74,7 @@ def rerun(
         ctx = replace(ctx, actor=approver)
     plan = op.judge_rerun(ctx, run_id, model, partitions, version_ref)
     if dry_run:
-        op.refuse_unready_now(ctx, plan)
+        refuse_unready_now(ctx, plan.version)
         emit(as_json, _document(plan, None), lambda: _judgment(plan))
         return
     if not as_json:

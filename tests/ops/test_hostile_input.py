@@ -25,7 +25,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -39,6 +38,7 @@ from tests.kit import (
     state_dump,
     tidegate,
     warehouse_dump,
+    warehouse_execute,
 )
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 from tidegate.state.sqlite import SCHEMA_VERSION
@@ -323,20 +323,12 @@ DRIFTS = {
 }
 
 
-def drift(project: Path, statement: str) -> None:
-    con = duckdb.connect(str(project / "warehouse.duckdb"))
-    try:
-        con.execute(statement)
-    finally:
-        con.close()
-
-
 @pytest.mark.parametrize("case", list(DRIFTS))
 def test_a_source_that_drifted_is_refused_before_anything_starts(fresh: Path, case: str) -> None:
     """Every partition would fail the same way: the run is refused up front, with the reason,
     instead of failing partition after partition into a failed run."""
     statement, named = DRIFTS[case]
-    drift(fresh, statement)
+    warehouse_execute(fresh, statement)
     ledger, warehouse = state_dump(fresh), warehouse_dump(fresh)
     for args in (
         ("backfill", MODEL, "--partitions", "2025-01-04..2025-01-06"),
@@ -373,13 +365,13 @@ def test_a_run_cut_short_is_refused_resume_while_its_source_drifted(fresh: Path)
     assert started.returncode == -signal.SIGKILL, started.returncode
     cut_short = run_id(fresh)
     published = published_daily_revenue(fresh)
-    drift(fresh, "ALTER TABLE orders RENAME COLUMN refund TO refunds")
+    warehouse_execute(fresh, "ALTER TABLE orders RENAME COLUMN refund TO refunds")
     result = tidegate("backfill", "resume", cut_short, "--project", fresh)
     assert result.exit_code == 3, result
     [line] = result.stderr.splitlines()
     assert "cannot run against the warehouse as it is now" in line and "refund" in line, line
     assert published_daily_revenue(fresh) == published
-    drift(fresh, "ALTER TABLE orders RENAME COLUMN refunds TO refund")
+    warehouse_execute(fresh, "ALTER TABLE orders RENAME COLUMN refunds TO refund")
     done = tidegate("backfill", "resume", cut_short, "--project", fresh)
     assert done.exit_code == 0, done.stderr
     oracle = [r for r in oracle_daily_revenue(fresh) if str(r[0]) <= "2025-01-06"]
@@ -387,7 +379,7 @@ def test_a_run_cut_short_is_refused_resume_while_its_source_drifted(fresh: Path)
 
 
 def test_an_added_source_column_is_harmless(fresh: Path) -> None:
-    drift(fresh, "ALTER TABLE orders ADD COLUMN channel VARCHAR DEFAULT 'web'")
+    warehouse_execute(fresh, "ALTER TABLE orders ADD COLUMN channel VARCHAR DEFAULT 'web'")
     done = tidegate("backfill", MODEL, "--partitions", "2025-01-04..2025-01-06", "--project", fresh)
     assert done.exit_code == 0, done.stderr
     oracle = [r for r in oracle_daily_revenue(fresh) if str(r[0]) <= "2025-01-06"]

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
-from tests.kit import FORCED, state_dump, tidegate, warehouse_dump
+from tests.kit import FORCED, state_dump, tidegate, warehouse_dump, warehouse_execute
 
 DAILY = Path("models") / "daily_revenue.sql"
 RANGE = "2025-01-01..2025-01-05"
@@ -27,14 +25,6 @@ def doc(project: Path, *args: str, code: int = 0) -> dict[str, Any]:
     return document
 
 
-def sql(project: Path, statement: str) -> None:
-    con = duckdb.connect(str(project / "warehouse.duckdb"))
-    try:
-        con.execute(statement)
-    finally:
-        con.close()
-
-
 def published(project: Path) -> dict[str, tuple[str, str]]:
     shown = doc(project, "status", "daily_revenue")  # to be sure the ledger is readable
     assert shown["models"][0]["model"] == "daily_revenue"
@@ -48,7 +38,7 @@ def published(project: Path) -> dict[str, tuple[str, str]]:
 
 def failed_third_day(project: Path) -> str:
     """Story 2: the run fails writing its third partition (a bad status in its source rows)."""
-    sql(
+    warehouse_execute(
         project,
         "UPDATE orders SET status = 'lost' WHERE order_id = (SELECT min(order_id) FROM orders "
         "WHERE order_ts::DATE = DATE '2025-01-03')",
@@ -61,7 +51,7 @@ def failed_third_day(project: Path) -> str:
         "published",
         "published",
     ]
-    sql(project, "UPDATE orders SET status = 'completed' WHERE status = 'lost'")
+    warehouse_execute(project, "UPDATE orders SET status = 'completed' WHERE status = 'lost'")
     return str(run["run_id"])
 
 
@@ -132,7 +122,7 @@ def test_a_non_deterministic_model_is_caught(project: Path) -> None:
 def test_changed_inputs_are_reported_not_blamed_on_the_model(project: Path) -> None:
     cli(project, "run", "daily_revenue", "--partition", "2025-01-01")
     run_id = doc(project, "status", "daily_revenue")["models"][0]["last_run"]["run_id"]
-    sql(
+    warehouse_execute(
         project,
         "INSERT INTO orders SELECT order_id + 10000000, order_ts, customer_id, status, "
         "gross_amount, discount, refund FROM orders WHERE order_ts::DATE = DATE '2025-01-01' "

@@ -21,6 +21,7 @@ from tests.kit import (
     state_dump,
     tidegate,
     warehouse_dump,
+    warehouse_execute,
     warehouse_rows,
 )
 from tests.ops.test_write_modes import MODEL as BOOK
@@ -453,6 +454,31 @@ gross_revenue = "DECIMAL(38, 2)"
 SELECT status, CAST(sum(gross_revenue) AS DECIMAL(38, 2)) AS gross_revenue
 FROM daily_revenue WHERE status = $key GROUP BY status
 """
+
+
+def test_a_recovery_is_refused_up_front_while_a_source_drifted(project: Path) -> None:
+    """A source column renamed under the recovered models: the recovery, its dry run and the
+    resume of a recovery cut short are refused before they start (exit 3, nothing written);
+    with the column back, the resume finishes and nothing stays tainted."""
+    published(project)
+    cli(project, "taint", "daily_revenue", "--partitions", WEEK, "--reason", "dup load")
+    rename = "ALTER TABLE orders RENAME COLUMN refund TO refunds"
+    restore = "ALTER TABLE orders RENAME COLUMN refunds TO refund"
+    warehouse_execute(project, rename)
+    ledger, warehouse = state_dump(project), warehouse_dump(project)
+    for args in (("recover", "daily_revenue"), ("recover", "daily_revenue", "--dry-run")):
+        [line] = cli(project, *args, code=3).stderr.splitlines()
+        assert "cannot run against the warehouse as it is now, nothing started" in line, line
+        assert "refund" in line, line
+        assert state_dump(project) == ledger and warehouse_dump(project) == warehouse, args
+    warehouse_execute(project, restore)
+    run_id = killed_recovery(project, "after_publish:3")
+    warehouse_execute(project, rename)
+    [line] = cli(project, "recover", "resume", run_id, code=3).stderr.splitlines()
+    assert "daily_revenue v1 cannot run against the warehouse as it is now" in line, line
+    warehouse_execute(project, restore)
+    cli(project, "recover", "resume", run_id)
+    assert set(tainted(project).values()) == {0}
 
 
 def test_a_key_list_model_reading_a_daily_model_is_reached_and_blocked(project: Path) -> None:

@@ -13,11 +13,17 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from tests.faults.ledger import assert_ledger_matches_markers, published_checksums
-from tests.kit import FORCED, assert_exactly_once, state_dump, tidegate, warehouse_dump
+from tests.kit import (
+    FORCED,
+    assert_exactly_once,
+    state_dump,
+    tidegate,
+    warehouse_dump,
+    warehouse_execute,
+)
 from tests.kit import warehouse_rows as read
 from tidegate.domain.checksum import row_hash
 from tidegate.domain.partitions import Grain, parse_partition
@@ -71,14 +77,6 @@ def run_day(project: Path, code: int = 0) -> dict[str, Any]:
     return doc(project, "run", MODEL, "--partition", DAY, code=code)
 
 
-def source(project: Path, statement: str) -> None:
-    con = duckdb.connect(str(project / "warehouse.duckdb"))
-    try:
-        con.execute(statement)
-    finally:
-        con.close()
-
-
 def published_rows(project: Path) -> list[tuple[Any, ...]]:
     return read(
         project,
@@ -115,9 +113,9 @@ def change_the_source(project: Path) -> tuple[int, int, int]:
     Returns (changed, removed, added) order ids."""
     ids = [r[0] for r in source_rows(project)]
     changed, removed, added = ids[0], ids[1], 90_000_000
-    source(project, f"UPDATE orders SET status = 'lost' WHERE order_id = {changed}")
-    source(project, f"DELETE FROM orders WHERE order_id = {removed}")
-    source(
+    warehouse_execute(project, f"UPDATE orders SET status = 'lost' WHERE order_id = {changed}")
+    warehouse_execute(project, f"DELETE FROM orders WHERE order_id = {removed}")
+    warehouse_execute(
         project,
         f"INSERT INTO orders SELECT {added}, order_ts + INTERVAL 1 SECOND, customer_id, status, "
         f"gross_amount, discount, refund FROM orders WHERE order_id = {ids[2]}",
@@ -176,7 +174,7 @@ def test_merge_after_an_additive_change_fills_the_new_column_of_merged_rows(
     with_model(project, model_file("merge"))
     run_day(project)
     removed = source_rows(project)[0][0]
-    source(project, f"DELETE FROM orders WHERE order_id = {removed}")
+    warehouse_execute(project, f"DELETE FROM orders WHERE order_id = {removed}")
     wider = model_file("merge", extra='customer_id = "BIGINT"\n').replace(
         "SELECT order_id,", "SELECT customer_id, order_id,"
     )
@@ -199,7 +197,7 @@ def test_a_merge_backfill_in_batches_records_each_partition_content(project: Pat
     backfill = ("backfill", MODEL, "--partitions", f"{days[0]}..{days[-1]}", "--batch-size", "3")
     cli(project, *backfill)
     kept = source_rows(project)[0][0]  # a DAY order, not staged again
-    source(project, f"DELETE FROM orders WHERE order_id = {kept}")
+    warehouse_execute(project, f"DELETE FROM orders WHERE order_id = {kept}")
     cli(project, *backfill)
     ledger = published_checksums(project, MODEL)
     for day in days:
@@ -303,7 +301,7 @@ def test_a_repeated_key_in_the_staged_rows_fails_and_leaves_the_partition_alone(
     rows, checksum = ledger_day(project)
     warehouse = warehouse_dump(project)
     twice = source_rows(project)[3][0]
-    source(
+    warehouse_execute(
         project,
         "INSERT INTO orders SELECT order_id, order_ts + INTERVAL 1 SECOND, customer_id, "
         f"'shipped', gross_amount, discount, refund FROM orders WHERE order_id = {twice}",

@@ -27,13 +27,12 @@ from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustmen
 from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
 from tidegate.execution.executor import Options, Outcome, Report
-from tidegate.execution.readiness import refuse_unready
 from tidegate.execution.session import WriterSession, writer_session
 from tidegate.execution.update import Limits, rows_outside_ranges
 from tidegate.ops import cursor_backfill, key_ranges
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
-from tidegate.ops.preflight import preflight
+from tidegate.ops.preflight import refuse_unready_now
 from tidegate.project import toml_errors
 from tidegate.state.base import Event
 
@@ -261,11 +260,11 @@ def dry_run(ctx: Context, request: Request) -> tuple[BackfillPlan, dict[str, Any
     version = active_version(ctx, request.model, request.force_paused)
     if version.spec.cursor is not None:
         template = _cursor_template(version, request)
-        refuse_unready(version, preflight(ctx, version))
+        refuse_unready_now(ctx, version)
         return cursor_backfill.blast_radius(ctx, version, template)
     plan = make_plan(ctx, request)
     # what the backfill itself would refuse, before its plan is shown
-    refuse_unready(version, preflight(ctx, version))
+    refuse_unready_now(ctx, version)
     return plan, blast_radius(ctx, plan)
 
 

@@ -1,11 +1,12 @@
 """Deploy preflight: before a version becomes active, can it read its inputs and write its
-target? Read-only: the warehouse is opened for reading and the query is planned, not run."""
+target? Read-only: the warehouse is opened for reading and the query is planned, not run. Dry
+runs ask the same of the versions they would run."""
 
 from __future__ import annotations
 
 from tidegate.domain.model import Version
 from tidegate.engines.factory import open_engine, warehouse_problems
-from tidegate.execution.readiness import version_problems
+from tidegate.execution.readiness import refuse_unready, version_problems
 from tidegate.ops.context import Context
 
 
@@ -21,3 +22,10 @@ def preflight(ctx: Context, version: Version) -> list[str]:
         return version_problems(engine, ctx.project, version)
     finally:
         engine.close()
+
+
+def refuse_unready_now(ctx: Context, *versions: Version) -> None:
+    """For a dry run: what the operation itself would refuse before it starts (the warehouse
+    as it is now cannot run one of its versions), with the warehouse opened read-only."""
+    for version in versions:
+        refuse_unready(version, preflight(ctx, version))

@@ -22,11 +22,13 @@ from tidegate.domain.clock import Polled, SystemTimer, Timer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import new_run_id
+from tidegate.domain.model import Version
 from tidegate.domain.partitions import IntervalSet
 from tidegate.domain.recover import RecoverPlan, Recovery, Step, plan_recovery
 from tidegate.domain.run import Run
 from tidegate.execution.executor import Options, Outcome, Report
 from tidegate.execution.session import WriterSession, writer_session
+from tidegate.ops import preflight
 from tidegate.ops.announce import Published, announce, announce_start, labels
 from tidegate.ops.backfill import (
     LEDGER_POLL_SECONDS,
@@ -145,6 +147,8 @@ def start(
     recovery = make_recovery(ctx, request)
     plan = recovery.plan
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
+        for step in plan.steps:
+            session.refuse_unready(_version(ctx, step.version_id))
         run_id = new_run_id()
         text = request.plan_text
         ctx.state.create_run(
@@ -194,6 +198,8 @@ def resume(
         held = _held(ctx, plan)
         if held is not None:
             raise RefusedError(f"recovery {run_id} cannot resume: {held}")
+        for step in plan.steps:
+            session.refuse_unready(_version(ctx, step.version_id))
         ctx.state.reopen_run(run_id, os.getpid())
         return _execute(ctx, session, run_id, plan, stop_flag, on_outcome, on_step, timer)
 
@@ -217,9 +223,7 @@ def _execute(
     )
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
         for step in plan.steps:
-            version = ctx.state.get_version(step.version_id)
-            if version is None:
-                raise UsageError(f"version {step.version_id} of the plan is not in the ledger")
+            version = _version(ctx, step.version_id)
             # resume: what this run already published of the model is done
             done = IntervalSet.of(ctx.state.run_checkpoints(run_id, step.model))
             if not IntervalSet(step.selection).minus(done):
@@ -258,6 +262,18 @@ def _execute(
         ],
     )
     return Result(run_id, plan, status, total, reason, tuple(notes))
+
+
+def refuse_unready_now(ctx: Context, plan: RecoverPlan) -> None:
+    """For a dry run: what the recovery itself would refuse before it starts."""
+    preflight.refuse_unready_now(ctx, *[_version(ctx, s.version_id) for s in plan.steps])
+
+
+def _version(ctx: Context, version_id: str) -> Version:
+    version = ctx.state.get_version(version_id)
+    if version is None:
+        raise UsageError(f"version {version_id} of the plan is not in the ledger")
+    return version
 
 
 def _held(ctx: Context, plan: RecoverPlan) -> str | None:

@@ -25,12 +25,10 @@ from tidegate.domain.partitions import IntervalSet, PartitionKey
 from tidegate.domain.rerun import Facts, Judgment, Rules, judge, needs_approval
 from tidegate.domain.run import Attempt, Input, Run
 from tidegate.execution.executor import Options, Outcome
-from tidegate.execution.readiness import refuse_unready
 from tidegate.execution.session import writer_session
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
 from tidegate.ops.deploy import resolve
-from tidegate.ops.preflight import preflight
 from tidegate.state.base import Event
 
 KIND = "rerun"
@@ -186,12 +184,6 @@ def from_file(values: dict[str, Any], path: str) -> dict[str, str | None]:
     if "run_id" not in values:
         raise UsageError(f"{path}: a rerun plan names its run_id")
     return {k: values.get(k) for k in FILE_KEYS}
-
-
-def refuse_unready_now(ctx: Context, plan: Plan) -> None:
-    """For a dry run: what the rerun itself would refuse before it starts (the warehouse as it
-    is now cannot run the plan's version), checked with the warehouse opened read-only."""
-    refuse_unready(plan.version, preflight(ctx, plan.version))
 
 
 def rerun(
