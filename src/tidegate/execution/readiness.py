@@ -1,7 +1,8 @@
 """Can a version run against the warehouse as it is now? Its sources, the columns its query
 reads and the contract of what it produces, checked before anything is written: by deploy's
-preflight, and by a backfill or rerun before it starts (a source column dropped, renamed or
-retyped under an active version would otherwise fail every partition, one by one)."""
+preflight, and by a backfill, rerun or recovery (their resumes and dry runs too) before it
+starts (a source column dropped, renamed or retyped under an active version would otherwise
+fail every partition, one by one)."""
 
 from __future__ import annotations
 

@@ -37,8 +37,9 @@ class WriterSession:
         return version.spec
 
     def refuse_unready(self, version: Version) -> None:
-        """Refuse a backfill or rerun of `version` that the warehouse as it is now would fail
-        partition by partition (a source column dropped, renamed or retyped under it)."""
+        """Refuse a backfill, rerun or recovery of `version` that the warehouse as it is now
+        would fail partition by partition (a source column dropped, renamed or retyped under
+        it)."""
         refuse_unready(version, version_problems(self.engine, self.project, version))
 
     def executor(self, timer: Timer) -> Executor:
