@@ -183,6 +183,30 @@ def tidegate(args: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "tidegate", *args], check=True, capture_output=True)
 
 
+def reference_project(folder: Path, rows_per_day: int) -> Path:
+    """The orders example with `rows_per_day` orders a day, built, daily_revenue deployed."""
+    template = folder / "template"
+    tidegate(["init", str(template), "--example", "orders", "--rows-per-day", str(rows_per_day)])
+    tidegate(["build", "--project", str(template)])
+    tidegate(["deploy", "daily_revenue", "--project", str(template)])
+    return template
+
+
+def backfill_args(project: Path, partitions: str, batch: int, in_flight: int) -> list[str]:
+    return [
+        "backfill",
+        "daily_revenue",
+        "--partitions",
+        partitions,
+        "--batch-size",
+        str(batch),
+        "--max-concurrency",
+        str(in_flight),
+        "--project",
+        str(project),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="The reference backfill against raw DuckDB.")
     parser.add_argument("rows_per_day", nargs="?", type=int, default=20_000)
@@ -199,30 +223,12 @@ def main() -> None:
     runs: int = args.runs
     folder = Path(tempfile.mkdtemp(prefix="tidegate-bench-"))
     try:
-        template = folder / "template"
-        tidegate(
-            ["init", str(template), "--example", "orders", "--rows-per-day", str(rows_per_day)]
-        )
-        tidegate(["build", "--project", str(template)])
-        tidegate(["deploy", "daily_revenue", "--project", str(template)])
-
-        def backfill_args(project: Path, partitions: str, batch: int) -> list[str]:
-            return [
-                "backfill",
-                "daily_revenue",
-                "--partitions",
-                partitions,
-                "--batch-size",
-                str(batch),
-                "--max-concurrency",
-                str(args.max_concurrency),
-                "--project",
-                str(project),
-            ]
+        template = reference_project(folder, rows_per_day)
+        in_flight: int = args.max_concurrency
 
         def backfill(name: str, partitions: str, batch: int) -> tuple[float, float, int]:
             project = fresh_project(template, folder, name)
-            wall, rss = timed_process(backfill_args(project, partitions, batch))
+            wall, rss = timed_process(backfill_args(project, partitions, batch, in_flight))
             return wall, recorded_seconds(project), rss
 
         _, _, month_rss = backfill("month", "2025-01-01..2025-01-30", 1)
@@ -251,10 +257,14 @@ def main() -> None:
             raw[name] = statistics.median(times)
         # in this process, after the child processes (whose peak memory starts at this one's):
         # a first call pays the imports, as the raw runs' `import duckdb` is not timed either
-        in_process(backfill_args(fresh_project(template, folder, "warm"), "2025-01-01", 1))
+        in_process(
+            backfill_args(fresh_project(template, folder, "warm"), "2025-01-01", 1, in_flight)
+        )
         called = {
             batch: statistics.median(
-                in_process(backfill_args(fresh_project(template, folder, "called"), YEAR, batch))
+                in_process(
+                    backfill_args(fresh_project(template, folder, "called"), YEAR, batch, in_flight)
+                )
                 for _ in range(runs)
             )
             for batch in (1, 30)
@@ -262,7 +272,7 @@ def main() -> None:
         # after the timed runs: tracing slows Python down
         heap = {
             days: python_heap_peak(
-                backfill_args(fresh_project(template, folder, "heap"), partitions, 1)
+                backfill_args(fresh_project(template, folder, "heap"), partitions, 1, in_flight)
             )
             for days, partitions in ((30, "2025-01-01..2025-01-30"), (365, YEAR))
         }

@@ -20,8 +20,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +28,14 @@ from typing import Any
 
 from sqlglot import exp
 
-from backfill import YEAR, fresh_project, in_process, raw_single
+from backfill import (
+    YEAR,
+    backfill_args,
+    fresh_project,
+    in_process,
+    raw_single,
+    reference_project,
+)
 from tidegate.sql import statements
 from tidegate.state.sqlite import SQLiteStateStore
 
@@ -72,39 +77,11 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="tidegate-floor-"))
     try:
-        template = folder / "template"
-        for command in (
-            [
-                "init",
-                str(template),
-                "--example",
-                "orders",
-                "--rows-per-day",
-                str(args.rows_per_day),
-            ],
-            ["build", "--project", str(template)],
-            ["deploy", "daily_revenue", "--project", str(template)],
-        ):
-            subprocess.run(
-                [sys.executable, "-m", "tidegate", *command], check=True, capture_output=True
-            )
+        template = reference_project(folder, args.rows_per_day)
 
         def backfill(partitions: str) -> float:
             project = fresh_project(template, folder, "called")
-            return in_process(
-                [
-                    "backfill",
-                    "daily_revenue",
-                    "--partitions",
-                    partitions,
-                    "--batch-size",
-                    "30",
-                    "--max-concurrency",
-                    str(args.max_concurrency),
-                    "--project",
-                    str(project),
-                ]
-            )
+            return in_process(backfill_args(project, partitions, 30, args.max_concurrency))
 
         def ablated() -> float:
             with without_guarantees():
