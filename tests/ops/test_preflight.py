@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.kit import FORCED, state_dump, tidegate
+from tests.kit import FORCED, state_dump, tidegate, warehouse_execute
 
 
 def new_model(project: Path, select: str, columns: str = 'd = "DATE NOT NULL"\n') -> None:
@@ -65,3 +65,43 @@ def test_a_sound_first_version_passes_its_preflight(project: Path) -> None:
     assert deployed.exit_code == 0, deployed.stderr
     history = tidegate("history", "notes", "--json", "--project", project).json()
     assert [e["detail"]["preflight"] for e in history["events"] if e["kind"] == "deploy"] == [[]]
+
+
+def test_a_published_column_the_version_would_retype_is_refused_until_the_table_is(
+    project: Path,
+) -> None:
+    """A column published as BIGINT that the next version declares DOUBLE: the deploy's
+    preflight finds it (forced here) and the backfill is refused up front — its INSERT would
+    cast the new values into the old type, and the checksums would describe rows the table
+    does not hold — until the table's column is retyped."""
+    days = ("--partitions", "2025-01-01..2025-01-02", "--project", project)
+    new_model(
+        project,
+        "SELECT CAST(order_ts AS DATE) AS d, order_id AS n FROM orders",
+        'd = "DATE NOT NULL"\nn = "BIGINT"\n',
+    )
+    assert tidegate("deploy", "notes", "--project", project).exit_code == 0
+    assert tidegate("backfill", "notes", *days).exit_code == 0
+    new_model(
+        project,
+        "SELECT CAST(order_ts AS DATE) AS d, CAST(order_id AS DOUBLE) AS n FROM orders",
+        'd = "DATE NOT NULL"\nn = "DOUBLE"\n',
+    )
+    forced = tidegate("deploy", "notes", *FORCED, "--json", "--project", project)
+    assert forced.exit_code == 0, forced.stderr
+    retyped = "published column n is BIGINT; v2 writes DOUBLE"
+    history = tidegate("history", "notes", "--json", "--project", project).json()
+    assert [e["detail"]["preflight"] for e in history["events"] if e["kind"] == "deploy"][-1] == [
+        retyped
+    ]
+    before = state_dump(project)
+    result = tidegate("backfill", "notes", *days)
+    assert result.exit_code == 3, result
+    [line] = result.stderr.splitlines()
+    assert (
+        f"notes v2 cannot run against the warehouse as it is now, nothing started: {retyped}"
+        in line
+    )
+    assert state_dump(project) == before
+    warehouse_execute(project, "ALTER TABLE notes ALTER n TYPE DOUBLE")
+    assert tidegate("backfill", "notes", *days).exit_code == 0
