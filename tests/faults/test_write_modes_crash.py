@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.ledger import assert_ledger_matches_markers, live_attempts
-from tests.kit import run_process
+from tests.kit import run_process, warehouse_execute
 from tests.ops.test_write_modes import (
     DAY,
     MODEL,
@@ -19,7 +19,6 @@ from tests.ops.test_write_modes import (
     published_rows,
     recomputed,
     run_day,
-    source,
     source_rows,
     with_model,
 )
@@ -34,7 +33,7 @@ def test_a_merge_killed_after_its_publish_is_recorded_with_the_partition_content
     run_day(project)
     kept = source_rows(project)[0][0]
     # not staged again: the merge keeps its row, so the partition holds one row more than staged
-    source(project, f"DELETE FROM orders WHERE order_id = {kept}")
+    warehouse_execute(project, f"DELETE FROM orders WHERE order_id = {kept}")
 
     crashed = run_process(
         "run",
