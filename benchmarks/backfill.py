@@ -183,6 +183,17 @@ def tidegate(args: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "tidegate", *args], check=True, capture_output=True)
 
 
+def on_a_copy(template: Path, folder: Path, runner: Callable[[Path], float]) -> float:
+    """Run a raw runner on a fresh copy of the template's warehouse, flushed to disk first."""
+    copy = folder / "raw.duckdb"
+    shutil.copy(template / "warehouse.duckdb", copy)
+    os.sync()
+    try:
+        return runner(copy)
+    finally:
+        copy.unlink()
+
+
 def reference_project(folder: Path, rows_per_day: int) -> Path:
     """The orders example with `rows_per_day` orders a day, built, daily_revenue deployed."""
     template = folder / "template"
@@ -247,14 +258,7 @@ def main() -> None:
         }
         raw: dict[str, float] = {}
         for name, runner in runners.items():
-            times = []
-            for _ in range(runs):
-                copy = folder / "raw.duckdb"
-                shutil.copy(template / "warehouse.duckdb", copy)
-                os.sync()
-                times.append(runner(copy))
-                copy.unlink()
-            raw[name] = statistics.median(times)
+            raw[name] = statistics.median(on_a_copy(template, folder, runner) for _ in range(runs))
         # in this process, after the child processes (whose peak memory starts at this one's):
         # a first call pays the imports, as the raw runs' `import duckdb` is not timed either
         in_process(

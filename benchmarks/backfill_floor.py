@@ -17,7 +17,6 @@ Usage: python benchmarks/backfill_floor.py [ROWS_PER_DAY] [--runs N] [--max-conc
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
@@ -33,6 +32,7 @@ from backfill import (
     backfill_args,
     fresh_project,
     in_process,
+    on_a_copy,
     raw_single,
     reference_project,
 )
@@ -88,13 +88,7 @@ def main() -> None:
                 return backfill(YEAR)
 
         def raw() -> float:
-            copy = folder / "raw.duckdb"
-            shutil.copy(template / "warehouse.duckdb", copy)
-            os.sync()
-            try:
-                return raw_single(copy, True)
-            finally:
-                copy.unlink()
+            return on_a_copy(template, folder, lambda warehouse: raw_single(warehouse, True))
 
         backfill("2025-01-01")  # the imports, untimed as the raw runs' `import duckdb` is
         runners: dict[str, Callable[[], float]] = {
