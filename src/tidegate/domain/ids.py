@@ -32,3 +32,7 @@ def new_gate_id() -> str:
 
 def new_taint_id() -> str:
     return _new("taint")
+
+
+def new_stale_id() -> str:
+    return _new("stale")

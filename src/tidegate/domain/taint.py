@@ -21,6 +21,27 @@ from typing import Any
 from tidegate.domain.partitions import IntervalSet
 
 
+class MarkKind(str, Enum):
+    """What a mark says of the partitions it reached."""
+
+    TAINT = "taint"  # declared by a user: the data is bad
+    STALE = "stale"  # an upstream partition it read was replaced by different content
+    DIVERGED = "diverged"  # the warehouse holds another marker, or other rows, than recorded
+    MISSING = "missing"  # the warehouse holds no marker, or no table, for it
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    MarkKind.TAINT: "tainted",
+    MarkKind.STALE: "stale: upstream changed",
+    MarkKind.DIVERGED: "diverged from the warehouse",
+    MarkKind.MISSING: "missing from the warehouse",
+}
+
+
 class TaintPolicy(str, Enum):
     """What a run does with a partition whose upstream input is tainted."""
 
@@ -40,6 +61,9 @@ class Taint:
     reason: str
     actor: str
     at: str
+    kind: MarkKind = MarkKind.TAINT
+    # the run whose publish made a stale mark, or whose check found a diverged one
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +88,7 @@ class TaintedPartition:
     reason: str
     origin: str  # the model the taint was declared on
     marked_at: str
+    kind: MarkKind = MarkKind.TAINT
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from tidegate.domain.model import Version
 from tidegate.domain.queue import BatchTally, Lease, RunTally
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
-from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition
+from tidegate.domain.taint import Mark, MarkKind, Read, Taint, TaintedPartition
 from tidegate.notify.row import ConsumerRead, OutboxRow
 from tidegate.report.rows import CellRow, FailingCheck, RunSummary
 
@@ -379,8 +379,22 @@ class StateStore(Protocol):
     ) -> list[TaintedPartition]:
         """Open marks (of `model`, overlapping [start, end)), by model and partition."""
 
-    def tainted_counts(self) -> dict[str, int]:
-        """Per model: how many partitions carry an open mark."""
+    def mark(
+        self,
+        taint: Taint,
+        marks: Sequence[Mark],
+        tell: Callable[[Sequence[Mark]], Told] | None = None,
+    ) -> None:
+        """Record `taint` and exactly `marks` (no propagation: a finding of one partition, such
+        as a `diverged` or `missing` one), with what `tell` makes of them, in one
+        transaction."""
+
+    def marks_of_run(self, run_id: str, kind: MarkKind) -> list[TaintedPartition]:
+        """The open marks of `kind` that `run_id` made (its publishes left them stale, or its
+        checks found them diverged), shallowest first."""
+
+    def tainted_counts(self) -> dict[str, dict[MarkKind, int]]:
+        """Per model and kind of mark: how many partitions carry an open mark."""
 
     def cleared_by_run(self, run_id: str) -> list[tuple[str, int, int]]:
         """Partitions (model, start, end) whose marks attempts of `run_id` cleared and which

@@ -25,7 +25,7 @@ from tidegate.domain.model import (
 from tidegate.domain.partitions import Grain
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
-from tidegate.domain.taint import Mark, Taint, TaintedPartition
+from tidegate.domain.taint import Mark, MarkKind, Taint, TaintedPartition
 from tidegate.notify.row import OutboxRow
 from tidegate.state.base import Event, ModelState
 
@@ -429,7 +429,8 @@ def outbox_from_row(
 
 
 def taint_params(taint: Taint) -> tuple[Any, ...]:
-    """taints: taint_id, model, grain, range_start, range_end, reason, actor, created_at."""
+    """taints: taint_id, model, grain, range_start, range_end, reason, actor, created_at,
+    kind, run_id."""
     return (
         taint.taint_id,
         taint.model,
@@ -439,6 +440,8 @@ def taint_params(taint: Taint) -> tuple[Any, ...]:
         taint.reason,
         taint.actor,
         taint.at,
+        taint.kind.value,
+        taint.run_id,
     )
 
 
@@ -468,4 +471,11 @@ def tainted_from_row(row: Any) -> TaintedPartition:
         row["via_model"],
         row["via_start"],
     )
-    return TaintedPartition(row["taint_id"], mark, row["reason"], row["origin"], row["marked_at"])
+    return TaintedPartition(
+        row["taint_id"],
+        mark,
+        row["reason"],
+        row["origin"],
+        row["marked_at"],
+        MarkKind(row["kind"]),
+    )

@@ -103,9 +103,12 @@ class AttemptTables(TaintTables):
             self._hold_marks(con, exclusive=False)  # shared with other publishes
             tainted = any_open_taint(con)
             for attempt_id in attempt_ids:
+                replaced = self._replaced_by(con, attempt_id)
                 publish_one(con, attempt_id, at)
                 if tainted:
                     self._settle_taints(con, attempt_id, at)
+                if replaced is not None:
+                    self._mark_stale(con, replaced, at)
 
     def record_published_content(self, contents: Mapping[str, tuple[int, str]]) -> None:
         with self._tx() as con:

@@ -7,15 +7,58 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tidegate.domain.taint import Mark, Read, Taint, TaintedPartition, propagate, reads_in
+from tidegate.domain.ids import new_stale_id
+from tidegate.domain.staleness import Reader, Replacement, stale_marks
+from tidegate.domain.taint import (
+    Mark,
+    MarkKind,
+    Read,
+    Taint,
+    TaintedPartition,
+    propagate,
+    reads_in,
+)
 from tidegate.state.base import Told
 from tidegate.state.codec import mark_params, taint_params, tainted_from_row
 from tidegate.state.ledger_tables import LedgerTables
 from tidegate.state.ledger_versions import insert_event
 
 OPEN_MARKS = (
-    "SELECT m.*, t.reason, t.model AS origin FROM tainted_partitions m "
+    "SELECT m.*, t.reason, t.model AS origin, t.kind FROM tainted_partitions m "
     "JOIN taints t ON t.taint_id = m.taint_id WHERE m.cleared_at IS NULL "
+)
+
+INSERT_TAINT = (
+    "INSERT INTO taints (taint_id, model, grain, range_start, range_end, reason, actor, "
+    "created_at, kind, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+INSERT_MARK = (
+    "INSERT INTO tainted_partitions (taint_id, model, partition_start, partition_end, "
+    "attempt_id, depth, via_model, via_start, marked_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+# The published partition an attempt about to publish replaces, and both contents.
+REPLACES = (
+    "SELECT p.attempt_id, p.checksum, a.checksum, a.model, a.grain, a.partition_start, "
+    "a.partition_end, a.run_id FROM attempts a JOIN partitions p ON p.model = a.model "
+    "AND p.partition_start = a.partition_start WHERE a.attempt_id = ? "
+    "AND p.attempt_id IS NOT NULL AND p.attempt_id <> a.attempt_id"
+)
+
+# The published attempts of a partition whose content differs from :checksum.
+OUTDATED = (
+    "SELECT attempt_id FROM attempts WHERE model = ? AND partition_start = ? "
+    "AND state = 'published' AND attempt_id <> ? AND (checksum IS NULL OR checksum <> ?)"
+)
+
+# Published partitions of any model whose attempt read a window of an upstream model.
+READERS_OF = (
+    "SELECT p.model, p.partition_start, p.partition_end, p.attempt_id, i.upstream_attempts "
+    "FROM attempt_inputs i JOIN partitions p ON p.attempt_id = i.attempt_id "
+    "WHERE i.upstream = ? AND i.kind = 'model' AND i.range_start < ? AND i.range_end > ? "
+    "ORDER BY p.model, p.partition_start"
 )
 
 # Published partitions of a model whose attempt read a window of an upstream model.
@@ -89,23 +132,41 @@ class TaintTables(LedgerTables):
             if not origin:
                 return []
             marks = propagate(origin, order, parents, lambda m, u, w: readers_in(con, m, u, w))
-            con.execute(
-                "INSERT INTO taints (taint_id, model, grain, range_start, range_end, reason, "
-                "actor, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                taint_params(taint),
-            )
-            con.executemany(
-                "INSERT INTO tainted_partitions (taint_id, model, partition_start, "
-                "partition_end, attempt_id, depth, via_model, via_start, marked_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [mark_params(taint, m) for m in marks],
-            )
-            if tell is not None:
-                told = tell(marks)
-                insert_event(con, told.event)
-                for target, payload in told.notices:
-                    self._insert_outbox(con, (target, payload, taint.at, taint.at))
+            self._record_marks(con, taint, marks, tell)
         return marks
+
+    def mark(
+        self,
+        taint: Taint,
+        marks: Sequence[Mark],
+        tell: Callable[[Sequence[Mark]], Told] | None = None,
+    ) -> None:
+        with self._tx() as con:
+            self._hold_marks(con, exclusive=True)
+            self._record_marks(con, taint, marks, tell)
+
+    def _record_marks(
+        self,
+        con: Any,
+        taint: Taint,
+        marks: Sequence[Mark],
+        tell: Callable[[Sequence[Mark]], Told] | None,
+    ) -> None:
+        con.execute(INSERT_TAINT, taint_params(taint))
+        con.executemany(INSERT_MARK, [mark_params(taint, m) for m in marks])
+        if tell is not None:
+            told = tell(marks)
+            insert_event(con, told.event)
+            for target, payload in told.notices:
+                self._insert_outbox(con, (target, payload, taint.at, taint.at))
+
+    def marks_of_run(self, run_id: str, kind: MarkKind) -> list[TaintedPartition]:
+        rows = self._all(
+            OPEN_MARKS + "AND t.run_id = ? AND t.kind = ? "
+            "ORDER BY m.depth, m.model, m.partition_start",
+            (run_id, kind.value),
+        )
+        return [tainted_from_row(r) for r in rows]
 
     def open_taints(
         self, model: str | None = None, start: int | None = None, end: int | None = None
@@ -119,12 +180,16 @@ class TaintTables(LedgerTables):
         )
         return [tainted_from_row(r) for r in rows]
 
-    def tainted_counts(self) -> dict[str, int]:
+    def tainted_counts(self) -> dict[str, dict[MarkKind, int]]:
         rows = self._all(
-            "SELECT model, count(DISTINCT partition_start) FROM tainted_partitions "
-            "WHERE cleared_at IS NULL GROUP BY model"
+            "SELECT m.model, t.kind, count(DISTINCT m.partition_start) "
+            "FROM tainted_partitions m JOIN taints t ON t.taint_id = m.taint_id "
+            "WHERE m.cleared_at IS NULL GROUP BY m.model, t.kind"
         )
-        return {r[0]: int(r[1]) for r in rows}
+        counts: dict[str, dict[MarkKind, int]] = {}
+        for model, kind, count in rows:
+            counts.setdefault(model, {})[MarkKind(kind)] = int(count)
+        return counts
 
     def cleared_by_run(self, run_id: str) -> list[tuple[str, int, int]]:
         rows = self._all(
@@ -168,6 +233,51 @@ class TaintTables(LedgerTables):
             found.setdefault(int(row[0]), []).append(row[1])
         return found
 
+    def _replaced_by(self, con: Any, attempt_id: str) -> Replacement | None:
+        """The published partition `attempt_id` is about to replace, if any."""
+        row = con.execute(REPLACES, (attempt_id,)).fetchone()
+        if row is None:
+            return None
+        return Replacement(
+            model=row[3],
+            grain=row[4],
+            start=int(row[5]),
+            end=int(row[6]),
+            old_attempt=row[0],
+            new_attempt=attempt_id,
+            old_checksum=row[1],
+            new_checksum=row[2],
+            run_id=row[7],
+        )
+
+    def _mark_stale(self, con: Any, replaced: Replacement, at: str) -> None:
+        """Mark what the replacement leaves stale downstream, in the publish's transaction."""
+        if not replaced.changed:
+            return
+        outdated = {
+            r[0]
+            for r in con.execute(
+                OUTDATED,
+                (replaced.model, replaced.start, replaced.new_attempt, replaced.new_checksum),
+            )
+        }
+        marks = stale_marks(replaced, outdated, lambda m, s, e: readers_of(con, m, s, e))
+        if not marks:
+            return
+        cause = Taint(
+            taint_id=new_stale_id(),
+            model=replaced.model,
+            grain=replaced.grain,
+            start=replaced.start,
+            end=replaced.end,
+            reason=replaced.reason(),
+            actor="tidegate",
+            at=at,
+            kind=MarkKind.STALE,
+            run_id=replaced.run_id,
+        )
+        self._record_marks(con, cause, marks, None)
+
     def _settle_taints(self, con: Any, attempt_id: str, at: str) -> None:
         """On publishing `attempt_id`: clear the marks of what it replaces, and mark it with
         the taints of the upstream partitions it read (a run told to warn, not block)."""
@@ -184,6 +294,13 @@ def readers_in(
         return []
     span = (min(s for s, _ in windows), max(e for _, e in windows))
     return reads_in(model, con.execute(READERS, (upstream, model, span[1], span[0])), windows)
+
+
+def readers_of(con: Any, upstream: str, start: int, end: int) -> list[Reader]:
+    return [
+        Reader(r[0], int(r[1]), int(r[2]), r[3], tuple(json.loads(r[4])))
+        for r in con.execute(READERS_OF, (upstream, end, start))
+    ]
 
 
 def any_open_taint(con: Any) -> bool:

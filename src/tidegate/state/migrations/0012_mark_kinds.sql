@@ -1,0 +1,8 @@
+-- What a mark says of the partitions it reached: `taint` (a user declared their data bad),
+-- `stale` (an upstream partition they read was replaced by different content), `diverged` (the
+-- warehouse holds another commit marker or other rows than the ledger records) or `missing`
+-- (the warehouse holds no marker or no table for them).
+ALTER TABLE taints ADD COLUMN kind TEXT NOT NULL DEFAULT 'taint';
+-- the run whose publish made a `stale` mark, or whose check found a `diverged` one
+ALTER TABLE taints ADD COLUMN run_id TEXT;
+CREATE INDEX taints_by_run ON taints (run_id) WHERE run_id IS NOT NULL;
