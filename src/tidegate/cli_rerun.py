@@ -115,6 +115,7 @@ def _document(plan: Plan, result: Result | None) -> dict[str, Any]:
             }
             for p in (result.proofs if result else ())
         ],
+        "notes": list(result.notes) if result else [],
     }
 
 
@@ -169,3 +170,5 @@ def _result(result: Result) -> None:
             None: "inputs changed since (late rows): nothing to prove",
         }[p.deterministic]
         console.print(f"  {p.partition}: {p.before} → {p.after}: {verdict}")
+    for note in result.notes:
+        console.print(note, markup=False, highlight=False)

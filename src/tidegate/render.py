@@ -114,7 +114,7 @@ def status(document: dict[str, Any]) -> None:
         "stale",
         "failed",
         "running",
-        "tainted",
+        "not right",
         "last run",
     )
     for m in document["models"]:
@@ -130,7 +130,7 @@ def status(document: dict[str, Any]) -> None:
             str(counts["stale"]),
             str(counts["failed"]),
             str(counts["running"]),
-            str(counts["tainted"]) if counts["tainted"] else "-",
+            _not_right(counts),
             f"{last['run_id']} {last['status']}" if last else "-",
         )
     console.print(table)
@@ -145,6 +145,21 @@ def status(document: dict[str, Any]) -> None:
                 f"  {segment['range']}: {segment['state']} "
                 f"({segment['count']}) by {segment['version'] or '-'}"
             )
+
+
+# status's counts of marked partitions, as the table shows them
+MARKED = (
+    ("tainted", "tainted"),
+    ("upstream_changed", "upstream changed"),
+    ("diverged", "diverged"),
+    ("missing", "missing"),
+)
+
+
+def _not_right(counts: dict[str, int]) -> str:
+    """Published partitions that must not be read as green, by why."""
+    found = [f"{counts[key]} {label}" for key, label in MARKED if counts.get(key)]
+    return ", ".join(found) or "-"
 
 
 def _cursor_line(model: str, cursor: dict[str, Any]) -> str:

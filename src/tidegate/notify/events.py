@@ -30,7 +30,7 @@ NOTICE_SCHEMA = "tidegate.notice/v1"
 RUN_NAMESPACE = uuid.UUID("5d0b8f1e-4a53-5c55-9a8f-7469646567a7")
 
 LineageState = Literal["START", "COMPLETE", "FAIL", "ABORT"]
-NoticeKind = Literal["taint", "reread", "published"]
+NoticeKind = Literal["taint", "reread", "published", "changed"]
 
 
 @attr.define

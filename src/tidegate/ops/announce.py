@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidegate.domain.partitions import IntervalSet
+from tidegate.domain.taint import MarkKind, TaintedPartition, ranges_by_model
 from tidegate.notify.config import consumers_of, lineage_targets
 from tidegate.notify.outbox import DeliveryReport, deliver, enqueue, payloads
 from tidegate.notify.row import ConsumerRead
@@ -74,9 +75,11 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
     """Queue the events and notices of a finished run — what it published, and the tainted
     partitions it fixed (to re-read) — and deliver what can be; notes for the user. Nothing
     happens in a project without `[[notify]]` targets."""
+    stale = ctx.state.marks_of_run(run_id, MarkKind.STALE)
+    notes = stale_notes(ctx, stale)
     settings = ctx.project.settings
     if not settings.notify:
-        return []
+        return notes
     from tidegate.notify.events import DatasetRef, notice, run_event  # loads openlineage
 
     namespace = settings.project.name
@@ -115,8 +118,46 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
         fixed.setdefault(model, []).append((start, end))
     for model, recomputed in fixed.items():
         _tell(ctx, queue, "reread", model, recomputed, "recomputed; read it again", run_id)
+    for model, windows in ranges_by_model([t.mark for t in stale]).items():
+        _tell(ctx, queue, "changed", model, windows, STALE_REASON, run_id)
     _enqueue(ctx, queue)
-    return describe(flush(ctx))
+    return notes + describe(flush(ctx))
+
+
+STALE_REASON = "an upstream partition it was computed from changed; a `reread` follows"
+
+
+def stale_notes(ctx: Context, stale: Sequence[TaintedPartition]) -> list[str]:
+    """What a run's publishes left stale downstream, and the commands that recompute it: one
+    recovery per model reached first (each takes what was built from it along), upstream
+    first."""
+    if not stale:
+        return []
+    grouped: dict[str, list[TaintedPartition]] = {}
+    for marked in stale:
+        grouped.setdefault(marked.mark.model, []).append(marked)
+    notes = [
+        f"upstream changed: {sum(len(labels(ctx, m, _spans(g))) for m, g in grouped.items())} "
+        "downstream range(s) are stale until recomputed:"
+    ]
+    for model, marks in grouped.items():
+        for label in labels(ctx, model, _spans(marks)):
+            notes.append(f"  {model} {label}")
+    for model in _ordered(ctx, [m for m, g in grouped.items() if g[0].mark.depth == 1]):
+        spans = _spans(grouped[model])
+        spec = ctx.project.model(model)
+        # recover takes the marked partitions of one range: the span covering them all
+        shown = spec.span(spans[0][0], max(e for _, e in spans)).label(spec.keys)
+        notes.append(f"recompute: tidegate recover {model} --partitions {shown}")
+    return notes
+
+
+def _spans(marks: Sequence[TaintedPartition]) -> list[tuple[int, int]]:
+    return [(t.mark.start, t.mark.end) for t in marks]
+
+
+def _ordered(ctx: Context, models: Sequence[str]) -> list[str]:
+    return [m for m in ctx.project.order if m in models]
 
 
 def notices(

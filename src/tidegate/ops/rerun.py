@@ -78,6 +78,7 @@ class Result:
     outcomes: tuple[Outcome, ...]
     proofs: tuple[Proof, ...]
     approval: Approval | None
+    notes: tuple[str, ...] = ()
 
 
 def judge_rerun(
@@ -284,7 +285,7 @@ def rerun(
             else None
         )
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
-    announce(
+    notes = announce(
         ctx,
         run_id,
         [
@@ -296,7 +297,9 @@ def rerun(
             )
         ],
     )
-    return Result(plan, run_id, status, reason, tuple(outcomes), tuple(proofs), approval)
+    return Result(
+        plan, run_id, status, reason, tuple(outcomes), tuple(proofs), approval, tuple(notes)
+    )
 
 
 def plan_document(plan: Plan, approval: Approval | None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from collections.abc import Sequence
 from typing import Any
 
 from tidegate.domain.command import CommandRecord
@@ -22,6 +23,7 @@ from tidegate.domain.partitions import (
 )
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Input, PublishedPartition
+from tidegate.domain.taint import MarkKind, TaintedPartition
 from tidegate.domain.throttle import THROTTLE_EVENT
 from tidegate.ops.context import Context
 from tidegate.ops.cursor import mark_doc
@@ -57,20 +59,48 @@ def _range_label(spec: ModelSpec, start: int, end: int) -> str:
     return spec.span(start, end).label(spec.keys)
 
 
-def _partition_state(row: PublishedPartition, active: str | None) -> str:
+def _partition_state(
+    row: PublishedPartition, active: str | None, marks: Sequence[TaintedPartition] = ()
+) -> str:
     if row.last_state.value in ("pending", "running", "staged", "audited"):
         return "running"
     if row.last_state.value == "failed":
         return "failed"
     if row.attempt_id is None:
         return row.last_state.value
+    marked = marked_state({t.kind for t in marks})
+    if marked is not None:
+        return marked
     return "published" if row.version_id == active else "stale"
+
+
+# status's count of open marks of each kind (a partition may carry several kinds)
+MARK_COUNTS = {
+    MarkKind.TAINT: "tainted",
+    MarkKind.STALE: "upstream_changed",
+    MarkKind.DIVERGED: "diverged",
+    MarkKind.MISSING: "missing",
+}
+# a partition's state when it carries open marks: the first kind it carries in this order
+MARK_STATES = (MarkKind.MISSING, MarkKind.DIVERGED, MarkKind.TAINT, MarkKind.STALE)
+
+
+def mark_counts(counts: dict[MarkKind, int]) -> dict[str, int]:
+    return {key: counts.get(kind, 0) for kind, key in MARK_COUNTS.items()}
+
+
+def marked_state(kinds: set[MarkKind]) -> str | None:
+    """What a published partition carrying open marks of `kinds` is, instead of green."""
+    for kind in MARK_STATES:
+        if kind in kinds:
+            return MARK_COUNTS[kind]
+    return None
 
 
 def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
     names = [model] if model else list(ctx.project.order)
     models = []
-    tainted = ctx.state.tainted_counts()
+    marked = ctx.state.tainted_counts()
     for name in names:
         spec, active = _spec(ctx, name)
         model_state = ctx.state.model_state(name)
@@ -91,7 +121,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             "deploy": _deploy_doc(ctx, name, active, model_state, mine),
             "nondeterministic": any(e.kind == "nondeterministic" for e in mine),
             "next_partition": _next_partition(ctx, active, model_state),
-            "partitions": {**counts, "tainted": tainted.get(name, 0)},
+            "partitions": {**counts, **mark_counts(marked.get(name, {}))},
             "last_run": None
             if last is None
             else {
@@ -186,16 +216,20 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
             ],
         }
     last = ctx.state.get_attempt(row.last_attempt_id)
+    marks = [
+        t for t in ctx.state.open_taints(model, key.start, key.end) if t.mark.start == key.start
+    ]
     return {
         "schema": "tidegate.partition/v1",
         "model": model,
         "partition": key.label(spec.keys),
-        "state": _partition_state(row, active.version_id if active else None),
+        "state": _partition_state(row, active.version_id if active else None, marks),
         "active_version": active.version_id if active else None,
         "published": published,
         "taints": [
             {
                 "taint_id": t.taint_id,
+                "kind": t.kind.value,
                 "reason": t.reason,
                 "origin": t.origin,
                 "depth": t.mark.depth,
@@ -204,8 +238,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
                 else f"{t.mark.via_model} {_via_label(ctx, t.mark.via_model, t.mark.via_start)}",
                 "marked_at": t.marked_at,
             }
-            for t in ctx.state.open_taints(model, key.start, key.end)
-            if t.mark.start == key.start
+            for t in marks
         ],
         "last_attempt": None
         if last is None
