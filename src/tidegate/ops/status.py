@@ -7,8 +7,8 @@ document that `--json` prints; its shape is described by a schema in `tidegate/s
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from tidegate.domain.command import CommandRecord
