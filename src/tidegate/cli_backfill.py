@@ -86,6 +86,16 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
     is_flag=True,
     help="Queue the batches for `tidegate worker` processes and watch them.",
 )
+@click.option(
+    "--cascade",
+    is_flag=True,
+    help="Then recompute what the backfill left stale downstream, upstream first.",
+)
+@click.option(
+    "--approve",
+    default=None,
+    help="With --cascade: approve replacing downstream partitions consumers read.",
+)
 @common
 def start(
     ctx: Any,
@@ -105,6 +115,8 @@ def start(
     wait: bool,
     force: bool,
     distributed: bool,
+    cascade: bool,
+    approve: str | None,
 ) -> None:
     """Backfill MODEL over --partitions."""
     from tidegate.domain.errors import UsageError
@@ -133,6 +145,10 @@ def start(
     else:
         request = op.request_from({k: v for k, v in flags.items() if v is not None}, None, None)
     request = replace(request, force_paused=force)
+    if approve is not None and not cascade:
+        raise UsageError("--approve goes with --cascade: a backfill needs no approval")
+    if cascade and distributed:
+        raise UsageError("--cascade runs on this machine; drop --distributed")
     if dry_run:
         _dry_run(ctx, as_json, request)
         return
@@ -147,11 +163,29 @@ def start(
             ),
         )
         return
+    after = None
+    if cascade:
+        from tidegate.ops import cascade as cascading
+
+        cascading.refuse_unapproved(ctx, *op.selected_windows(ctx, request), approve)
+
+        def after(flag: threading.Event, progress: Any, result: Any) -> Any:
+            return cascading.run(
+                ctx,
+                result.run_id,
+                result.plan.batch_size,
+                result.plan.max_concurrency,
+                flag,
+                progress.outcome,
+                progress.start,
+            )
+
     run_batches(
         as_json,
         lambda flag, progress: op.start(
             ctx, request, flag, progress.outcome, progress.start, on_throttle=progress.throttle
         ),
+        after=after,
     )
 
 
@@ -219,16 +253,20 @@ def run_batches(
     as_json: bool,
     go: Callable[[threading.Event, Any], Any],
     command: str = "backfill",
+    after: Callable[[threading.Event, Any, Any], Any] | None = None,
 ) -> None:
     """Run a backfill-like command (`backfill`, `recover`) with live progress, Ctrl-C
-    stopping it, and its summary and exit code."""
+    stopping it, and its summary and exit code; `after` (a cascade) runs once it succeeded."""
     from tidegate.domain.attempt import RunStatus
     from tidegate.progress import BackfillProgress
 
     stop_flag = threading.Event()
     progress = BackfillProgress(as_json, "recomputing" if command == "recover" else "backfilling")
+    cascade = None
     with ctrl_c_stops(stop_flag, as_json):
         result = go(stop_flag, progress)
+        if after is not None and result.status is RunStatus.SUCCEEDED:
+            cascade = after(stop_flag, progress, result)
     report = result.report
     document = {
         "run_id": result.run_id,
@@ -248,6 +286,8 @@ def run_batches(
         },
         "notes": list(result.notes),
     }
+    if cascade is not None:
+        document["cascade"] = cascade.document()
     progress.end(document)
     if not as_json:
         click.echo(
@@ -257,6 +297,10 @@ def run_batches(
         )
         for note in result.notes:
             click.echo(f"  {note}")
+        if cascade is not None:
+            show_cascade(cascade)
+    if cascade is not None:
+        cascade_exit(cascade, stop_flag)
     if result.status is RunStatus.STOPPED:
         if stop_flag.is_set():
             fail(
@@ -267,6 +311,30 @@ def run_batches(
         fail(f"{command} {result.run_id} stopped on request; resumable", STOPPED_EXIT, False)
     if result.status is not RunStatus.SUCCEEDED:
         fail(f"{command} {result.run_id} failed: {result.reason}", 1, False)
+
+
+def show_cascade(cascade: Any) -> None:
+    if not cascade.results:
+        click.echo("cascade: nothing downstream went stale")
+    for result in cascade.results:
+        steps = ", ".join(f"{s.model} ({s.partitions})" for s in result.plan.steps)
+        click.echo(f"cascade {result.run_id}: {result.status.value}; recomputed {steps}")
+        for note in result.notes:
+            click.echo(f"  {note}")
+
+
+def cascade_exit(cascade: Any, stop_flag: threading.Event) -> None:
+    """A cascade that did not finish exits as the recovery it ran would."""
+    from tidegate.domain.attempt import RunStatus
+
+    if cascade.status is RunStatus.SUCCEEDED:
+        return
+    last = cascade.results[-1]
+    resume = f"`tidegate recover resume {last.run_id}`"
+    if cascade.status is RunStatus.STOPPED:
+        code = INTERRUPTED_EXIT if stop_flag.is_set() else STOPPED_EXIT
+        fail(f"cascade {last.run_id} stopped; resume with {resume}", code, False)
+    fail(f"cascade {last.run_id} failed: {last.reason}", 1, False)
 
 
 @backfill.command("resume")

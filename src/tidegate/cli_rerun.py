@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     default=None,
     help="Take the run, selection, version and approval from a reviewed plan file.",
 )
+@click.option(
+    "--cascade",
+    is_flag=True,
+    help="Then recompute what the rerun left stale downstream, upstream first.",
+)
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
 def rerun(
@@ -42,13 +48,17 @@ def rerun(
     approve: str | None,
     approver: str | None,
     plan_file: Path | None,
+    cascade: bool,
     wait: bool,
 ) -> None:
     """Judge what rerunning RUN_ID's failed and never-started partitions would do, then do it."""
+    from tidegate.cli_backfill import cascade_exit, ctrl_c_stops, show_cascade
     from tidegate.domain.errors import UsageError
+    from tidegate.ops import cascade as cascading
     from tidegate.ops import rerun as op
     from tidegate.ops.backfill import read_plan_file
     from tidegate.ops.preflight import refuse_unready_now
+    from tidegate.progress import BackfillProgress
 
     text = None
     if plan_file is not None:
@@ -79,10 +89,39 @@ def rerun(
         return
     if not as_json:
         _judgment(plan)
+    if cascade:
+        windows = [(j.facts.start, j.facts.end) for j in plan.to_run]
+        cascading.refuse_unapproved(ctx, plan.model, windows, approve)
     result = op.rerun(ctx, plan, approve, str(plan_file) if plan_file else None, text)
-    emit(as_json, _document(plan, result), lambda: _result(result))
+    done = None
+    if cascade and result.status.value == "succeeded":
+        stop_flag = threading.Event()
+        # a rerun's --json is one document: the cascade's progress is shown to people only
+        progress = None if as_json else BackfillProgress(False, "recomputing")
+        with ctrl_c_stops(stop_flag, as_json):
+            done = cascading.run(
+                ctx,
+                result.run_id,
+                cascading.DEFAULT_BATCH_SIZE,
+                1,
+                stop_flag,
+                progress.outcome if progress else lambda _: None,
+                progress.start if progress else lambda *_: None,
+            )
+    document = _document(plan, result)
+    if done is not None:
+        document["cascade"] = done.document()
+
+    def human() -> None:
+        _result(result)
+        if done is not None:
+            show_cascade(done)
+
+    emit(as_json, document, human)
     if result.status.value != "succeeded":
         fail(f"rerun {result.run_id} failed: {result.reason}", 1, as_json=False)
+    if done is not None:
+        cascade_exit(done, stop_flag)
 
 
 def _document(plan: Plan, result: Result | None) -> dict[str, Any]:

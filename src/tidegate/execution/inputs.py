@@ -20,7 +20,7 @@ from tidegate.domain.partitions import (
     floor,
 )
 from tidegate.domain.run import Input
-from tidegate.domain.taint import TaintedPartition, TaintPolicy
+from tidegate.domain.taint import MarkKind, TaintedPartition, TaintPolicy
 from tidegate.engines.base import Engine, bound_values
 from tidegate.execution.read_ahead import Stretch, source_pass
 from tidegate.state.base import StateStore
@@ -226,9 +226,15 @@ def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
     first = bad[0]
     label = PartitionKey(parent.grain, first.mark.start, first.mark.end).label(parent.keys)
     more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    if first.kind is MarkKind.TAINT:
+        return (
+            f"upstream tainted: {parent.name} {label}{more} ({first.reason}); "
+            f"`tidegate recover {first.origin}` recomputes it"
+        )
+    # a stale, diverged or missing partition is recomputed where it is, not at an origin
     return (
-        f"upstream tainted: {parent.name} {label}{more} ({first.reason}); "
-        f"`tidegate recover {first.origin}` recomputes it"
+        f"upstream {first.kind.label}: {parent.name} {label}{more} ({first.reason}); "
+        f"`tidegate recover {parent.name} --partitions {label}` recomputes it"
     )
 
 

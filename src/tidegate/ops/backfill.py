@@ -86,6 +86,12 @@ def active_version(
     return version
 
 
+def selected_windows(ctx: Context, request: Request) -> tuple[str, list[tuple[int, int]]]:
+    """The model and the windows a backfill request would recompute."""
+    plan = make_plan(ctx, request)
+    return plan.model, list(plan.selection)
+
+
 def make_plan(ctx: Context, request: Request) -> BackfillPlan:
     version = active_version(ctx, request.model, request.force_paused)
     spec = version.spec
