@@ -163,3 +163,38 @@ def test_cascade_recomputes_what_went_stale_in_the_same_operation(
     assert status["monthly_revenue"]["upstream_changed"] == 0
     assert status["revenue_report"]["upstream_changed"] == 0
     assert [c["model"] for c in done["cascade"]["steps"]] == ["monthly_revenue", "revenue_report"]
+
+
+def test_a_cascade_over_partitions_a_consumer_read_needs_an_approval(
+    project: Path, hook: Hook
+) -> None:
+    hook.up.set()
+    register(project, hook.url)
+    june(project)  # the month's `published` notice is delivered: finance has read 2025-06
+    warehouse_execute(project, LATE_ROWS)
+    before = counts(project)
+    refused = cli(
+        project, "backfill", "daily_revenue", "--partitions", LATE_DAY, "--cascade", code=3
+    )
+    assert "finance: monthly_revenue 2025-06" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert counts(project) == before  # nothing ran
+    done = doc(
+        project,
+        "backfill",
+        "daily_revenue",
+        "--partitions",
+        LATE_DAY,
+        "--cascade",
+        "--approve",
+        "late rows of June 11",
+    )
+    assert done["cascade"]["status"] == "succeeded"
+    assert month_agrees_with_days(project)
+
+
+def test_approve_without_cascade_is_a_usage_error(project: Path) -> None:
+    refused = cli(
+        project, "backfill", "daily_revenue", "--partitions", LATE_DAY, "--approve", "x", code=2
+    )
+    assert "--approve goes with --cascade" in refused.stderr
