@@ -286,8 +286,7 @@ def run_batches(
         },
         "notes": list(result.notes),
     }
-    if cascade is not None:
-        document["cascade"] = cascade.document()
+    document["cascade"] = None if cascade is None else cascade.document()
     progress.end(document)
     if not as_json:
         click.echo(

@@ -12,6 +12,7 @@ import click
 from tidegate.cli import common, emit, fail
 
 if TYPE_CHECKING:
+    from tidegate.ops.cascade import Cascade
     from tidegate.ops.rerun import Plan, Result
 
 
@@ -108,9 +109,7 @@ def rerun(
                 progress.outcome if progress else lambda _: None,
                 progress.start if progress else lambda *_: None,
             )
-    document = _document(plan, result)
-    if done is not None:
-        document["cascade"] = done.document()
+    document = _document(plan, result, done)
 
     def human() -> None:
         _result(result)
@@ -124,7 +123,7 @@ def rerun(
         cascade_exit(done, stop_flag)
 
 
-def _document(plan: Plan, result: Result | None) -> dict[str, Any]:
+def _document(plan: Plan, result: Result | None, cascade: Cascade | None = None) -> dict[str, Any]:
     from tidegate.ops.rerun import plan_document
 
     approval = result.approval if result else None
@@ -155,6 +154,7 @@ def _document(plan: Plan, result: Result | None) -> dict[str, Any]:
             for p in (result.proofs if result else ())
         ],
         "notes": list(result.notes) if result else [],
+        "cascade": None if cascade is None else cascade.document(),
     }
 
 

@@ -13,7 +13,7 @@ from tidegate.domain.attempt import AttemptState
 from tidegate.domain.model import WriteMode
 from tidegate.domain.partitions import DAY_SECONDS
 from tidegate.domain.run import Input
-from tidegate.domain.taint import Mark, Read, Taint
+from tidegate.domain.taint import Mark, MarkKind, Read, Taint
 from tidegate.notify.row import ConsumerRead
 from tidegate.state.base import Event, StateStore, Told
 
@@ -86,7 +86,10 @@ class TaintStoreContract:
             ("taint-1", "dup load", "daily_revenue", marks[1])
         ]
         assert [t.mark.start for t in store.open_taints("daily_revenue", T0, T0 + DAY)] == []
-        assert store.tainted_counts() == {"daily_revenue": 1, "monthly_revenue": 1}
+        assert store.tainted_counts() == {
+            "daily_revenue": {MarkKind.TAINT: 1},
+            "monthly_revenue": {MarkKind.TAINT: 1},
+        }
         assert len(store.open_taints()) == 2
 
     def test_what_a_taint_tells_is_written_with_it_or_not_at_all(self, lineage: StateStore) -> None:
@@ -156,7 +159,10 @@ class TaintStoreContract:
         merged = replace(attempt("att-d1-merge", RUN_A, 1, MERGE.version_id), started_at=LATEST)
         store.create_attempt(merged)
         _publish(store, "att-d1-merge")
-        assert store.tainted_counts() == {"daily_revenue": 1, "monthly_revenue": 1}
+        assert store.tainted_counts() == {
+            "daily_revenue": {MarkKind.TAINT: 1},
+            "monthly_revenue": {MarkKind.TAINT: 1},
+        }
         assert store.cleared_by_run(RUN_A) == []
 
     def test_a_consumer_has_read_what_it_acknowledged_or_was_told_once_delivered(
