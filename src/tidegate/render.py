@@ -205,13 +205,25 @@ def _deploy_line(model: dict[str, Any]) -> str | None:
     return line
 
 
+MARK_HEADINGS = {"taint": "TAINTED", "stale": "STALE", "diverged": "DIVERGED", "missing": "MISSING"}
+
+
 def partition(document: dict[str, Any]) -> None:
     console.print(f"{document['model']} {document['partition']}: {document['state']}")
     for taint in document["taints"]:
         via = f", via {taint['via']}" if taint["via"] else ""
+        # a taint is recovered from where it was declared; any other mark where it is
+        fix = (
+            f"tidegate recover {taint['origin']}"
+            if taint["kind"] == "taint"
+            else f"tidegate recover {document['model']} --partitions {document['partition']}"
+        )
         console.print(
-            f"  TAINTED      {taint['reason']} ({taint['taint_id']} on {taint['origin']}{via}); "
-            f"`tidegate recover {taint['origin']}` recomputes it"
+            f"  {MARK_HEADINGS[taint['kind']]:<12} {taint['reason']} ({taint['taint_id']} on "
+            f"{taint['origin']}{via}); `{fix}` recomputes it",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
     published = document["published"]
     if published:

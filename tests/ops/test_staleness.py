@@ -88,9 +88,7 @@ def test_a_rerun_that_changes_a_day_leaves_its_month_and_report_stale_until_reco
     warehouse_execute(project, LATE_ROWS)
     hook.received.clear()
 
-    rerun = cli(
-        project, "rerun", run_id, "--partitions", LATE_DAY, "--approve", "late correction"
-    )
+    rerun = cli(project, "rerun", run_id, "--partitions", LATE_DAY, "--approve", "late correction")
     # the month still holds the old total: it must not be shown green
     assert not month_agrees_with_days(project)
     assert "monthly_revenue 2025-06" in rerun.stdout
@@ -110,6 +108,12 @@ def test_a_rerun_that_changes_a_day_leaves_its_month_and_report_stale_until_reco
     )
     [report] = marks(project, "revenue_report", "2025-06")
     assert (report["kind"], report["depth"]) == ("stale", 2)
+    [event] = [
+        e for e in doc(project, "history", "monthly_revenue")["events"] if e["kind"] == "stale"
+    ]
+    assert event["reason"].startswith(f"upstream changed: daily_revenue {LATE_DAY}")
+    shown = cli(project, "show", "partition", "monthly_revenue", "2025-06").stdout
+    assert "tidegate recover monthly_revenue --partitions 2025-06" in shown
     told = [n for n in hook.received if n.get("kind") == "changed"]
     assert [(n["model"], n["partitions"]) for n in told] == [("monthly_revenue", ["2025-06"])]
 

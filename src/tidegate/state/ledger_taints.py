@@ -16,9 +16,10 @@ from tidegate.domain.taint import (
     Taint,
     TaintedPartition,
     propagate,
+    ranges_by_model,
     reads_in,
 )
-from tidegate.state.base import Told
+from tidegate.state.base import Event, Told
 from tidegate.state.codec import mark_params, taint_params, tainted_from_row
 from tidegate.state.ledger_tables import LedgerTables
 from tidegate.state.ledger_versions import insert_event
@@ -277,6 +278,23 @@ class TaintTables(LedgerTables):
             run_id=replaced.run_id,
         )
         self._record_marks(con, cause, marks, None)
+        for model, reached in ranges_by_model(marks).items():
+            insert_event(
+                con,
+                Event(
+                    kind="stale",
+                    actor=cause.actor,
+                    at=at,
+                    model=model,
+                    run_id=replaced.run_id,
+                    reason=cause.reason,
+                    detail={
+                        "stale_id": cause.taint_id,
+                        "partitions": sum(1 for m in marks if m.model == model),
+                        "ranges": [list(r) for r in reached],
+                    },
+                ),
+            )
 
     def _settle_taints(self, con: Any, attempt_id: str, at: str) -> None:
         """On publishing `attempt_id`: clear the marks of what it replaces, and mark it with
