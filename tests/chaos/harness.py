@@ -13,18 +13,23 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from tests.chaos.stores import Stores
 from tests.faults.backfill_kit import running
 from tests.faults.ledger import LIVE_STATES, wait_until
 from tests.kit import EXAMPLE_COLUMNS, Result, run_process
 from tidegate.domain.partitions import to_epoch as epoch_of
+from tidegate.domain.partitions import to_utc
 from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
 MODEL = "daily_revenue"
 TIMEOUT = 90  # one command on a tiny fixture takes a second or two; a loaded CI machine more
 OUTSIDE_SHARE = 0.25  # the share of kills sent from outside rather than armed at a point
+FAULT_SHARE = 0.25  # the share of kills followed by a warehouse fault (with tampering)
+# the warehouse faults, and the Tampering method that brings each about
+FAULT_ACTIONS = {"restored": "restore", "dropped": "drop"}
+FAULTS = tuple(FAULT_ACTIONS)
 
 # daily_revenue's rows per day: what one whole version of a partition holds
 Partitions = dict[date, Counter[tuple[Any, ...]]]
@@ -53,6 +58,8 @@ class Chain:
     command: str
     first: tuple[str, ...]
     restart: Callable[[Stores], tuple[str, ...] | None]
+    span: str = ""  # the range the chain writes
+    at: tuple[str, ...] = ()  # --project DIR
 
 
 def published_attempts(stores: Stores) -> int:
@@ -76,26 +83,82 @@ def attempt(argv: Sequence[str], kill: Kill, stores: Stores) -> Result:
         return process.finish(TIMEOUT)
 
 
+class Tampering(Protocol):
+    """What happens to a warehouse behind tidegate's back, between a kill and the restart."""
+
+    def keep(self) -> None:
+        """Keep a copy of the warehouse as it is now (a backup)."""
+
+    def restore(self) -> None:
+        """Put the kept copy back, as restoring an older backup would."""
+
+    def drop(self) -> None:
+        """Drop the target table."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What each version computes over the range: its rows by day and the checksums its
+    publishes record (by partition start)."""
+
+    rows: Partitions
+    checksums: dict[int, str]
+
+
+def draw_fault(rng: random.Random) -> str | None:
+    if rng.random() >= FAULT_SHARE:
+        return None
+    return rng.choice(FAULTS)
+
+
 def survive(
-    chain: Chain, stores: Stores, rng: random.Random, kills: int, versions: Sequence[Partitions]
+    chain: Chain,
+    stores: Stores,
+    rng: random.Random,
+    kills: int,
+    versions: Sequence[Outputs],
+    tampering: Tampering | None = None,
 ) -> list[str]:
     """Kill the chain up to `kills` times (fewer when it finishes first), checking what must
-    hold at any instant after each kill; then let it finish. Returns the kills it survived."""
+    hold at any instant after each kill; then let it finish. Returns the kills it survived.
+
+    With `tampering`, a seeded share of the kills is followed by a warehouse fault before the
+    restart (restored from the copy kept at the start or at an earlier kill, or the target
+    table dropped); what must hold is checked once the restarted command has run (before it,
+    the ledger cannot know), and the chain ends with the `backfill --stale-only` a user runs
+    to republish what the faults took away."""
     argv: tuple[str, ...] | None = chain.first
     survived: list[str] = []
+    faults: list[str] = []  # not kills: the campaign's summary counts kills
+    tampered = False
+    if tampering is not None:
+        tampering.keep()
+    rows = [v.rows for v in versions]
     while argv is not None and len(survived) < kills:
         kill = draw_kill(rng)
         result = attempt(argv, kill, stores)
         if result.exit_code == 0:  # it finished before the kill came
-            return survived
+            break
         assert result.exit_code == -signal.SIGKILL, (argv, str(kill), result.stderr)
         survived.append(f"{_name(argv)}|{kill}")
-        assert_consistent(stores, versions, f"after {survived}")
+        assert_consistent(stores, rows, f"after {survived} {faults}")
+        assert_green_is_right(stores, versions, f"after {survived} {faults}")
         argv = chain.restart(stores)
-    if argv is None:
-        return survived
-    finished = run_process(*argv, timeout=TIMEOUT)
-    assert finished.exit_code == 0, (argv, finished.stderr)
+        fault = None if tampering is None or argv is None else draw_fault(rng)
+        if fault is not None and tampering is not None:
+            getattr(tampering, FAULT_ACTIONS[fault])()
+            faults.append(f"warehouse {fault} after kill {len(survived)}")
+            tampered = True
+        elif tampering is not None and rng.random() < 0.5:
+            tampering.keep()
+    if argv is not None and len(survived) >= kills:
+        finished = run_process(*argv, timeout=TIMEOUT)
+        assert finished.exit_code == 0, (argv, finished.stderr)
+    if tampered:
+        assert_green_is_right(stores, versions, f"after {survived} {faults}")
+        argv = ("backfill", MODEL, "--partitions", chain.span, "--stale-only", *chain.at)
+        repaired = run_process(*argv, timeout=TIMEOUT)
+        assert repaired.exit_code == 0, (argv, repaired.stderr)
     return survived
 
 
@@ -194,17 +257,47 @@ def _live(stores: Stores) -> set[str]:
     return {r[0] for r in rows}
 
 
+def _marked(stores: Stores) -> set[int]:
+    """Partitions of the target carrying an open mark (tainted, stale, diverged, missing): the
+    ledger does not show them green."""
+    rows = stores.ledger(
+        "SELECT partition_start FROM tainted_partitions WHERE model = ? AND cleared_at IS NULL",
+        [MODEL],
+    )
+    return {int(r[0]) for r in rows}
+
+
+def assert_green_is_right(stores: Stores, versions: Sequence[Outputs], when: str) -> None:
+    """No partition is shown published and green (no open mark) while its rows differ from
+    what its recorded attempt computed: the warehouse holds, for that day, one version's whole
+    output, and the checksum the ledger records is that version's."""
+    now = target(stores)
+    marked = _marked(stores)
+    for start, (_, checksum) in _ledger_published(stores).items():
+        if start in marked:
+            continue
+        day = to_utc(start).date()
+        rows = now.get(day)
+        assert rows is not None, f"{when}: {day} is shown published, the warehouse has no rows"
+        assert any(
+            rows == v.rows.get(day) and v.checksums.get(start) == checksum for v in versions
+        ), f"{when}: {day} is shown published ({checksum}) over other rows"
+
+
 def assert_consistent(stores: Stores, versions: Sequence[Partitions], when: str) -> None:
     """What holds at any instant, a SIGKILL included: every partition in the target is one
     version's whole output (not half written, no duplicate row); no run published a partition
     twice; every partition the ledger calls published has that attempt's marker and checksum;
     a newer marker than the ledger knows belongs to an attempt the ledger still has live (the
-    kill came between the warehouse commit and the ledger's)."""
+    kill came between the warehouse commit and the ledger's). A partition the ledger marks
+    missing or diverged (the warehouse was changed behind its back) is exempt from the
+    ledger's and the markers' agreement: the mark says they do not."""
     now = target(stores)
     for day, rows in now.items():
         assert any(rows == v.get(day) for v in versions), f"{when}: {day} is not whole: {rows}"
+    marked = _marked(stores)
     markers = _markers(stores)
-    missing = {m[0] for m in markers} - {to_epoch(day) for day in now}
+    missing = {m[0] for m in markers} - {to_epoch(day) for day in now} - marked
     assert not missing, f"{when}: partitions with a commit marker but no rows: {missing}"
     twice = [k for k, n in Counter((m[2], m[0]) for m in markers).items() if n > 1]
     assert not twice, f"{when}: (run, partition) published twice: {twice}"
@@ -213,11 +306,13 @@ def assert_consistent(stores: Stores, versions: Sequence[Partitions], when: str)
     ledger = _ledger_published(stores)
     live = _live(stores)
     for start, (attempt_id, checksum) in ledger.items():
+        if start in marked:
+            continue
         found = by_attempt.get(attempt_id)
         assert found is not None, f"{when}: {start}: published {attempt_id} has no marker"
         assert found[3] == checksum, f"{when}: {start}: ledger {checksum}, marker {found[3]}"
     for start, marker in newest.items():
-        if ledger.get(start, (None,))[0] != marker[1]:
+        if start not in marked and ledger.get(start, (None,))[0] != marker[1]:
             assert marker[1] in live, f"{when}: {start}: marker {marker[1]} unknown to the ledger"
 
 

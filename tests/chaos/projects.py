@@ -8,7 +8,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.chaos.harness import MODEL, Partitions, clean_checksums, newest_run, target
+from tests.chaos.harness import (
+    MODEL,
+    Outputs,
+    Partitions,
+    clean_checksums,
+    newest_run,
+    target,
+)
 from tests.chaos.stores import Stores
 from tests.kit import FORCED, example_project, tidegate
 
@@ -38,6 +45,12 @@ class Fixtures:
     clean: Partitions
     checksums: dict[int, str]
     wrong: Partitions
+    wrong_checksums: dict[int, str]
+
+    @property
+    def outputs(self) -> list[Outputs]:
+        """The clean and the buggy version's outputs, for the green check."""
+        return [Outputs(self.clean, self.checksums), Outputs(self.wrong, self.wrong_checksums)]
 
 
 def build_fixtures(root: Path) -> Fixtures:
@@ -70,4 +83,5 @@ def build_fixtures(root: Path) -> Fixtures:
         target(Stores(clean)),
         clean_checksums(Stores(clean)),
         wrong,
+        clean_checksums(Stores(buggy)),
     )

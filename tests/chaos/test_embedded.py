@@ -21,6 +21,7 @@ from tests.chaos.harness import (
     Chain,
     assert_consistent,
     assert_converged,
+    assert_green_is_right,
     resume,
     survive,
 )
@@ -36,11 +37,41 @@ def fixtures(tmp_path_factory: pytest.TempPathFactory) -> Fixtures:
     return build_fixtures(tmp_path_factory.mktemp("chaos"))
 
 
+class DuckDBTampering:
+    """Faults of the warehouse file: restored from a copy kept earlier, or its table dropped."""
+
+    def __init__(self, project: Path) -> None:
+        self.file = project / "warehouse.duckdb"
+        self.kept = project.parent / "kept.duckdb"
+
+    def _files(self, base: Path) -> list[Path]:
+        return [base, base.with_name(base.name + ".wal")]
+
+    def keep(self) -> None:
+        for source, copy in zip(self._files(self.file), self._files(self.kept), strict=True):
+            copy.unlink(missing_ok=True)
+            if source.exists():
+                shutil.copyfile(source, copy)
+
+    def restore(self) -> None:
+        for copy, target in zip(self._files(self.kept), self._files(self.file), strict=True):
+            target.unlink(missing_ok=True)
+            if copy.exists():
+                shutil.copyfile(copy, target)
+
+    def drop(self) -> None:
+        con = duckdb.connect(str(self.file))
+        try:
+            con.execute(f"DROP TABLE IF EXISTS {MODEL}")
+        finally:
+            con.close()
+
+
 def chain(command: str, project: Path, fixtures: Fixtures) -> Chain:
     at = ("--project", str(project))
     if command == "run":
         argv: tuple[str, ...] = ("run", MODEL, "--partition", RANGE, *at)
-        return Chain(command, argv, lambda _: argv)
+        return Chain(command, argv, lambda _: argv, RANGE, at)
     if command == "backfill":
         argv = (
             "backfill",
@@ -53,14 +84,14 @@ def chain(command: str, project: Path, fixtures: Fixtures) -> Chain:
             "2",
             *at,
         )
-        return Chain(command, argv, resume("backfill", argv, at))
+        return Chain(command, argv, resume("backfill", argv, at), RANGE, at)
     if command == "rerun":
         argv = ("rerun", fixtures.buggy_run, "--partitions", RANGE, "--approve", "chaos", *at)
-        return Chain(command, argv, lambda _: argv)
+        return Chain(command, argv, lambda _: argv, RANGE, at)
     assert command == "recover"
     ok(project, "taint", MODEL, "--partitions", RANGE, "--reason", "refunds counted as completed")
     argv = ("recover", MODEL, "--batch-size", "1", *at)
-    return Chain(command, argv, resume("recover", argv, at))
+    return Chain(command, argv, resume("recover", argv, at), RANGE, at)
 
 
 COMMANDS = ("run", "backfill", "rerun", "recover")
@@ -74,9 +105,16 @@ def campaign(command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: 
     starts_buggy = command in ("rerun", "recover")
     shutil.copytree(fixtures.buggy if starts_buggy else fixtures.fresh, project)
     stores = Stores(project)
-    versions = [fixtures.clean, fixtures.wrong] if starts_buggy else [fixtures.clean]
+    versions = fixtures.outputs if starts_buggy else fixtures.outputs[:1]
     rng = random.Random(f"{command}-{seed + SHIFT}")
-    survived = survive(chain(command, project, fixtures), stores, rng, kills, versions)
+    survived = survive(
+        chain(command, project, fixtures),
+        stores,
+        rng,
+        kills,
+        versions,
+        DuckDBTampering(project),
+    )
     record(command, "duckdb", seed, survived)
     assert_converged(stores, fixtures.clean, fixtures.checksums, f"{command} seed {seed}")
     assert survived, f"{command} seed {seed}: the command finished before any kill"
@@ -95,6 +133,25 @@ def test_the_slow_campaign(
     command: str, seed: int, kills: int, fixtures: Fixtures, tmp_path: Path
 ) -> None:
     campaign(command, seed, kills, fixtures, tmp_path)
+
+
+@pytest.mark.parametrize("fault", ["restore", "drop"])
+def test_the_green_check_catches_a_warehouse_changed_behind_the_ledgers_back(
+    fault: str, fixtures: Fixtures, tmp_path: Path
+) -> None:
+    """Restored from a copy kept after 5 days, or the table dropped: until a tidegate command
+    has looked, the ledger shows days green whose rows are gone."""
+    project = tmp_path / "proj"
+    shutil.copytree(fixtures.fresh, project)
+    tampering = DuckDBTampering(project)
+    ok(project, "backfill", MODEL, "--partitions", "2025-01-01..2025-01-05")
+    tampering.keep()
+    ok(project, "backfill", MODEL, "--partitions", RANGE)
+    stores = Stores(project)
+    assert_green_is_right(stores, fixtures.outputs[:1], "before")
+    getattr(tampering, fault)()
+    with pytest.raises(AssertionError, match="shown published"):
+        assert_green_is_right(stores, fixtures.outputs[:1], f"after the {fault}")
 
 
 @pytest.mark.parametrize(

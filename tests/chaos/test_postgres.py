@@ -15,6 +15,7 @@ import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from tests.chaos.harness import (
     TIMEOUT,
     Chain,
     Kill,
+    Outputs,
     Partitions,
     assert_consistent,
     assert_converged,
@@ -69,10 +71,59 @@ def single_writer_chain(command: str, project: Path) -> Chain:
     at = ("--project", str(project))
     if command == "run":
         argv: tuple[str, ...] = ("run", MODEL, "--partition", RANGE, *at)
-        return Chain(command, argv, lambda _: argv)
+        return Chain(command, argv, lambda _: argv, RANGE, at)
     argv = ("backfill", MODEL, "--partitions", RANGE, "--batch-size", "1", *at)
+    return Chain(command, argv, resume("backfill", argv, at), RANGE, at)
 
-    return Chain(command, argv, resume("backfill", argv, at))
+
+class PostgresTampering:
+    """Faults of a PostgreSQL warehouse: the target table and the commit markers put back as
+    a copy kept earlier held them (a restore from a backup), or the target table dropped."""
+
+    KEPT_ROWS = "chaos_kept_rows"
+    KEPT_MARKERS = "chaos_kept_markers"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def keep(self) -> None:
+        with admin(self.dsn) as con:
+            con.execute(f"DROP TABLE IF EXISTS public.{self.KEPT_ROWS}")
+            con.execute(f"DROP TABLE IF EXISTS public.{self.KEPT_MARKERS}")
+            if _exists(con, "public", MODEL):
+                con.execute(f"CREATE TABLE public.{self.KEPT_ROWS} AS TABLE public.{MODEL}")
+            if _exists(con, "_tidegate", "commit_markers"):
+                con.execute(
+                    f"CREATE TABLE public.{self.KEPT_MARKERS} AS TABLE _tidegate.commit_markers"
+                )
+
+    def restore(self) -> None:
+        with admin(self.dsn) as con:
+            if _exists(con, "public", self.KEPT_ROWS):
+                if not _exists(con, "public", MODEL):
+                    con.execute(f"CREATE TABLE public.{MODEL} (LIKE public.{self.KEPT_ROWS})")
+                con.execute(f"DELETE FROM public.{MODEL}")
+                con.execute(f"INSERT INTO public.{MODEL} TABLE public.{self.KEPT_ROWS}")
+            else:
+                con.execute(f"DROP TABLE IF EXISTS public.{MODEL}")
+            if _exists(con, "_tidegate", "commit_markers"):
+                con.execute("DELETE FROM _tidegate.commit_markers")
+                if _exists(con, "public", self.KEPT_MARKERS):
+                    con.execute(
+                        f"INSERT INTO _tidegate.commit_markers TABLE public.{self.KEPT_MARKERS}"
+                    )
+
+    def drop(self) -> None:
+        with admin(self.dsn) as con:
+            con.execute(f"DROP TABLE IF EXISTS public.{MODEL}")
+
+
+def _exists(con: Any, schema: str, table: str) -> bool:
+    found = con.execute(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+        (schema, table),
+    ).fetchone()
+    return found is not None
 
 
 DEFAULT = [("backfill", 1, 3)]
@@ -85,7 +136,8 @@ def warehouse_campaign(command: str, seed: int, kills: int, clean: Clean, tmp: P
         stores = Stores(project, warehouse_dsn=dsn)
         rng = random.Random(f"pg-{command}-{seed + SHIFT}")
         chain = single_writer_chain(command, project)
-        survived = survive(chain, stores, rng, kills, [clean.partitions])
+        versions = [Outputs(clean.partitions, clean.checksums)]
+        survived = survive(chain, stores, rng, kills, versions, PostgresTampering(dsn))
         record(command, "postgres", seed, survived)
         assert_converged(stores, clean.partitions, clean.checksums, f"{command} seed {seed}")
         assert survived, f"{command} seed {seed}: the command finished before any kill"
