@@ -20,11 +20,12 @@ from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import stamp
 from tidegate.domain.errors import UsageError
+from tidegate.domain.fingerprint import short
 from tidegate.domain.model import LOST_DEFINITION, ChangeKind, Version
 from tidegate.domain.run import Attempt, Run
 from tidegate.engines.base import CommitMarker
 from tidegate.engines.factory import open_markers
-from tidegate.ops.build import build
+from tidegate.ops.build import build, snapshots
 from tidegate.ops.context import Context
 from tidegate.state.base import Event
 
@@ -56,8 +57,11 @@ def rebuild_ledger(ctx: Context) -> Rebuilt:
             f"the warehouse holds no commit markers of project "
             f"{ctx.project.settings.project.name}: nothing to rebuild"
         )
+    # placeholders first, so that the versions the code produces now are each model's newest
+    # (what a deploy takes by default)
+    current = {short(full) for _, full, _, _ in snapshots(ctx.project)}
+    lost = _placeholders(ctx, markers, current)
     built = {b.version.version_id: b.version for b in build(ctx)}
-    lost = _placeholders(ctx, markers, built)
     at = stamp(ctx.clock)
     runs = _runs(ctx, markers, at)
     for marker in markers:  # oldest first: each partition ends with its newest marker
@@ -97,13 +101,11 @@ def _markers(ctx: Context) -> list[CommitMarker]:
     return sorted(found, key=lambda m: (m.published_at, m.attempt_id))
 
 
-def _placeholders(
-    ctx: Context, markers: Sequence[CommitMarker], built: dict[str, Version]
-) -> list[str]:
+def _placeholders(ctx: Context, markers: Sequence[CommitMarker], current: set[str]) -> list[str]:
     """A placeholder version for each version id no current definition produces."""
     lost: list[str] = []
     for marker in markers:
-        if marker.version_id in built or marker.version_id in lost:
+        if marker.version_id in current or marker.version_id in lost:
             continue
         spec = ctx.project.model(marker.model)
         ctx.state.save_version(
