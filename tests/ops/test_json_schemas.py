@@ -368,6 +368,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "taint",
         "recover-plan",
         "ack",
+        "verify",
     }
 
 
