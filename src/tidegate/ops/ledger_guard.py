@@ -21,12 +21,14 @@ def never_used(project: Project, state: StateStore) -> bool:
 
 
 def warehouse_markers(project: Project) -> int | None:
-    """How many commit markers of the project's models the warehouse holds; None when a writer
-    holds it (DuckDB): a writer passed this check when it started, so the ledger it writes is
-    not lost, and the one reading it now is merely early."""
+    """How many commit markers of the project's models the warehouse holds; None when it cannot
+    tell. A writer holding the DuckDB file passed this check when it started, so the ledger it
+    writes is not lost; a warehouse out of reach (a server down, its driver not installed on a
+    machine that only reads the ledger) is not a reason to refuse the ledger's own commands —
+    a writer cannot run without it anyway."""
     try:
         reader = open_markers(project)
-    except BusyError:
+    except (BusyError, UsageError, ImportError):
         return None
     if reader is None:
         return 0
