@@ -263,6 +263,9 @@ def _register() -> None:
     from tidegate.cli_report import report, ui
 
     cli.add_command(diff)
+    from tidegate.cli_verify import verify
+
+    cli.add_command(verify)
     cli.add_command(report)
     cli.add_command(ui)
 

@@ -422,3 +422,80 @@ def _compared(found: dict[str, Any] | None) -> str:
         if s.get(k)
     ]
     return "differs" + (f": {', '.join(keys)} key(s)" if keys else "")
+
+
+def verify(document: dict[str, Any]) -> None:
+    rebuilt = document["rebuilt"]
+    if rebuilt is not None:
+        _rebuilt(rebuilt)
+        return
+    for model in document["models"]:
+        sums = model["checksums"]
+        compared = {
+            "off": "not compared (--checksums)",
+            "all": f"all {sums['compared']} compared",
+            "sample": f"a sample of {sums['compared']} compared",
+        }.get(sums["how"], f"not compared: {sums['note']}")
+        console.print(
+            f"{model['model']}: {model['published']} published partition(s), "
+            f"{model['markers']} commit marker(s); checksums {compared}"
+        )
+    if document["findings"]:
+        table = Table("model", "diverged", "partitions", "count", "ledger", "warehouse")
+        for group in _runs_of(document["findings"]):
+            first, last = group[0], group[-1]
+            alone = len(group) == 1
+            table.add_row(
+                first["model"],
+                first["kind"],
+                first["partition"] if alone else f"{first['partition']}..{last['partition']}",
+                str(len(group)),
+                (first["attempt_id"] or "-") if alone else "…",
+                (first["found"] or "-") if alone else "…",
+            )
+        console.print(table)
+    for repaired in document["repaired"]:
+        console.print(
+            f"marked {repaired['marked']} partition(s) of {repaired['model']} {repaired['kind']}"
+            + (f" ({repaired['taint_id']})" if repaired["taint_id"] else "")
+            + (f"; {repaired['already_marked']} were already" if repaired["already_marked"] else "")
+        )
+    if not document["findings"]:
+        console.print("clean: the warehouse holds what the ledger records")
+    elif not document["repaired"]:
+        console.print(
+            "`tidegate verify --repair` marks them; `tidegate backfill MODEL --partitions R "
+            "--stale-only` then republishes them"
+        )
+    else:
+        console.print("republish them with `tidegate backfill MODEL --partitions R --stale-only`")
+
+
+def _runs_of(findings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Findings in runs of one model and kind, in the order found (partition order)."""
+    groups: list[list[dict[str, Any]]] = []
+    for finding in findings:
+        last = groups[-1][-1] if groups else None
+        same = last is not None and last["model"] == finding["model"]
+        if same and last is not None and last["kind"] == finding["kind"]:
+            groups[-1].append(finding)
+        else:
+            groups.append([finding])
+    return groups
+
+
+def _rebuilt(rebuilt: dict[str, Any]) -> None:
+    console.print(
+        f"ledger of {rebuilt['project']} rebuilt from {rebuilt['markers']} commit marker(s): "
+        f"{rebuilt['runs']} run(s), marked as rebuilt"
+    )
+    if rebuilt["versions_matched"]:
+        console.print(f"versions the code still produces: {', '.join(rebuilt['versions_matched'])}")
+    if rebuilt["versions_lost"]:
+        console.print(
+            f"versions whose definition is lost (placeholders, never run): "
+            f"{', '.join(rebuilt['versions_lost'])}; `tidegate backfill MODEL --partitions R "
+            "--stale-only` recomputes their partitions"
+        )
+    for model, version in rebuilt["activated"].items():
+        console.print(f"{model}: {version} active again (the version of its newest marker)")

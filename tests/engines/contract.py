@@ -8,6 +8,7 @@ read back by staging a copy and taking its checksum, so the suite runs unchanged
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -118,10 +119,13 @@ class EngineContract:
         columns: Sequence[Column] = EVENT_COLUMNS,
         partition_column: str = "ts",
         key: str | None = None,
+        published_at: str | None = None,
     ) -> CommitMarker:
         staging = self.fresh("pub")
         engine.stage(staging, select_rows(rows, columns), {})
         marker = marker_for(attempt_id or self.fresh("att"), partition, model=table)
+        if published_at is not None:
+            marker = replace(marker, published_at=published_at)
         engine.publish(
             Target(table, tuple(columns), partition_column, keyed=key is not None),
             staging,
@@ -930,6 +934,25 @@ class EngineContract:
         found = ready.markers(wanted)
         assert found == published
         assert ready.markers(["att-unknown", "att-00499"]) == {"att-00499": published["att-00499"]}
+
+    def test_markers_of_lists_a_models_markers_partition_by_partition_oldest_first(
+        self, engine: Engine
+    ) -> None:
+        assert engine.markers_of("events") == []  # nothing prepared, nothing published
+        engine.prepare()
+        assert engine.markers_of("events") == []
+        second = self.publish_rows(engine, DAY2_ROWS, DAY2, "att-2")
+        first = self.publish_rows(engine, DAY1_ROWS, DAY1, "att-1")
+        # republished later by an attempt whose id sorts first: time orders a partition's markers
+        later = self.publish_rows(
+            engine, DAY1_ROWS[:1], DAY1, "att-0", published_at="2025-01-03T00:00:00.000000+00:00"
+        )
+        other = self.publish_rows(engine, DAY1_ROWS, DAY1, "att-o", table="others")
+        assert engine.markers_of("events") == [first, later, second]
+        assert engine.markers_of("events", DAY1.start, DAY2.start) == [first, later]
+        assert engine.markers_of("events", DAY2.start, DAY2.end) == [second]
+        assert engine.markers_of("others") == [other]
+        assert engine.markers_of("nothing") == []
 
     # drop_staging ------------------------------------------------------------------------------
 

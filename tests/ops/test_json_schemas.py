@@ -73,6 +73,7 @@ PRODUCED = {
     "recover": "backfill-event",
     "show run recover": "run",
     "ack": "ack",
+    "verify": "verify",
     "validate passed": "gate",
     "rollback": "rollback",
     "pause": "pause",
@@ -287,6 +288,7 @@ def taints(out: Outputs, project: Path) -> None:
     recovered = out.cli("recover", "recover", "daily_revenue", *p)
     out.cli("show run recover", "show", "run", recovered[-1]["run_id"], *p)
     out.cli("ack", "ack", "finance", "daily_revenue", *week, *p)
+    out.cli("verify", "verify", "--checksums", *p)
 
 
 def test_every_command_was_run(outputs: Outputs) -> None:
@@ -366,6 +368,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "taint",
         "recover-plan",
         "ack",
+        "verify",
     }
 
 

@@ -15,6 +15,12 @@ from tidegate.project.config import read_project_file
 SECRET = "hunter2-in-the-file"
 
 
+KEY_MODEL = (
+    '/* tidegate\ngrain = "key"\nkey_column = "k"\nkeys = ["a"]\n\n[columns]\n'
+    'k = "VARCHAR NOT NULL"\n*/\nSELECT CAST($key AS VARCHAR) AS k\n'
+)
+
+
 def project_with(tmp_path: Path, warehouse: str) -> Path:
     (tmp_path / "tidegate.toml").write_text(f'[project]\nname = "x"\n\n[warehouse]\n{warehouse}\n')
     (tmp_path / "models").mkdir()
@@ -74,8 +80,12 @@ def test_a_bad_warehouse_is_one_line_without_the_secret(
 
 def test_a_postgres_project_reads_its_ledger_without_psycopg(tmp_path: Path) -> None:
     """status, show and history read the ledger: on a PostgreSQL warehouse too, they import
-    neither the driver nor the engine."""
+    neither the driver nor the engine — once the ledger is in use (built): before that, every
+    command looks for the commit markers of a lost ledger in the warehouse
+    (ops/ledger_guard.py)."""
     project = project_with(tmp_path, 'engine = "postgres"\ndsn = "postgresql://e@127.0.0.1:1/x"')
+    (project / "models" / "m.sql").write_text(KEY_MODEL)
+    assert tidegate("build", "--project", project).exit_code == 0  # the server is unreachable
     probe = (
         "import sys\nfrom tidegate.cli import main\n"
         "try:\n    main(sys.argv[1:])\nexcept SystemExit as done:\n    assert not done.code\n"
@@ -93,10 +103,7 @@ def test_a_postgres_project_reads_its_ledger_without_psycopg(tmp_path: Path) -> 
 
 def test_without_psycopg_the_engine_is_a_one_line_hint(tmp_path: Path) -> None:
     project = project_with(tmp_path, 'engine = "postgres"\ndsn = "postgresql://e@127.0.0.1:1/x"')
-    (project / "models" / "m.sql").write_text(
-        '/* tidegate\ngrain = "key"\nkey_column = "k"\nkeys = ["a"]\n\n[columns]\n'
-        'k = "VARCHAR NOT NULL"\n*/\nSELECT CAST($key AS VARCHAR) AS k\n'
-    )
+    (project / "models" / "m.sql").write_text(KEY_MODEL)
     probe = (
         "import sys\nsys.modules['psycopg'] = None\nfrom tidegate.cli import main\n"
         "main(sys.argv[1:])\n"

@@ -334,6 +334,11 @@ def broken_columns(old: tuple[Column, ...], new: tuple[Column, ...]) -> set[str]
     return {c.name for c in old if kept.get(c.name) != c.type}
 
 
+# The fingerprint prefix of a version known only by the id commit markers name (a ledger rebuilt
+# from them, whose code no longer produces that id): its definition is lost, it never runs.
+LOST_DEFINITION = "lost definition "
+
+
 @dataclass(frozen=True)
 class Version:
     """An immutable snapshot of a model: enough to execute it again exactly."""
@@ -354,6 +359,11 @@ class Version:
     @property
     def label(self) -> str:
         return f"v{self.seq} ({self.version_id})"
+
+    @property
+    def lost(self) -> bool:
+        """Whether only its id survives (see LOST_DEFINITION)."""
+        return self.fingerprint.startswith(LOST_DEFINITION)
 
     @property
     def shadow_table(self) -> str:

@@ -114,6 +114,23 @@ class KeyDifference:
     columns: Mapping[str, int]
 
 
+# [start, end) holding every partition key (int64)
+EVERY = (-(2**63), 2**63 - 1)
+
+
+class MarkerReader(Protocol):
+    """The smallest face of a warehouse: its commit markers (what the ledger check of a
+    command and `verify` read without computing anything)."""
+
+    def markers_of(
+        self, model: str, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        """As Engine.markers_of. Read-only."""
+
+    def close(self) -> None:
+        """Release the warehouse. Idempotent."""
+
+
 def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[str, Any]:
     """Driver-bound values for a partition's placeholders ($start/$end, or $key)."""
     if partition.grain is Grain.KEY:
@@ -355,6 +372,13 @@ class Engine(Protocol):
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         """Commit markers of the given attempts that exist. Read-only."""
+
+    def markers_of(
+        self, model: str, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        """Every commit marker of `model` whose partition starts in [start, end), in partition
+        order and, within a partition, oldest first (by published_at, then attempt id); none
+        before anything was published. Read-only (works on a read-only handle)."""
 
     def drop_staging(self, staging: str | None = None) -> int:
         """Drop one staging table, or every one when `staging` is None. Idempotent."""

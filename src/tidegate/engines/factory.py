@@ -6,7 +6,7 @@ import os
 import sys
 
 from tidegate.domain.errors import UsageError
-from tidegate.engines.base import Engine
+from tidegate.engines.base import Engine, MarkerReader
 from tidegate.project.loader import Project
 
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
@@ -51,6 +51,24 @@ def open_engine(
     from tidegate.engines.duckdb import DuckDBEngine
 
     return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only)
+
+
+def open_markers(project: Project) -> MarkerReader | None:
+    """The warehouse's commit markers, read-only and as cheaply as they can be read: a Spark
+    warehouse's catalog without starting Spark. None when the warehouse was never written (no
+    DuckDB file, no Spark catalog file): it holds no marker. Raises BusyError when a writer
+    holds the DuckDB file, UsageError when the warehouse cannot be reached."""
+    settings = project.settings.warehouse
+    if settings.engine == "duckdb" and not project.warehouse_path.exists():
+        return None
+    if settings.engine != "spark":
+        return open_engine(project, wait=False, read_only=True)
+    from tidegate.engines.spark_settings import spark_warehouse
+
+    _, _, place = spark_warehouse(project.root, settings)
+    if place.sqlite is not None and not place.sqlite.exists():
+        return None
+    return place.open()
 
 
 def shares_writes(project: Project) -> bool:

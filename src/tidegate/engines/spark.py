@@ -18,7 +18,7 @@ from typing import Any
 
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column
-from tidegate.engines.base import Capabilities, CommitMarker
+from tidegate.engines.base import EVERY, Capabilities, CommitMarker
 from tidegate.engines.spark_catalog import Catalog, CatalogPlace
 from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_publish import SparkPublish
@@ -230,6 +230,11 @@ class SparkEngine(SparkPublish):
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         return self._catalog.markers(attempt_ids)
+
+    def markers_of(
+        self, model: str, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        return self._catalog.markers_of(model, start, end)
 
     def handle(self) -> SparkEngine:
         """Another handle on the same warehouse for a worker thread: the process's session,

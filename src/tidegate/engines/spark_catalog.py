@@ -22,7 +22,7 @@ from typing import Any
 
 from tidegate.domain.errors import EngineError, FencedError, UsageError
 from tidegate.domain.model import Column
-from tidegate.engines.base import CommitMarker, Fence
+from tidegate.engines.base import EVERY, CommitMarker, Fence
 
 TABLES_DDL = """
 CREATE TABLE IF NOT EXISTS tidegate_spark_tables (
@@ -100,6 +100,11 @@ SELECT_MARKER = """
 SELECT attempt_id, model, grain, partition_start, partition_end, run_id, version_id, checksum,
        published_at
 FROM tidegate_spark_markers WHERE attempt_id = ?"""
+SELECT_MARKERS_OF = """
+SELECT attempt_id, model, grain, partition_start, partition_end, run_id, version_id, checksum,
+       published_at
+FROM tidegate_spark_markers WHERE model = ? AND partition_start >= ? AND partition_start < ?
+ORDER BY partition_start, published_at, attempt_id"""
 SELECT_MARKED_START = """
 SELECT 1 FROM tidegate_spark_markers WHERE model = ? AND partition_start = ?"""
 DEFAULT_SCHEMA = ""
@@ -158,6 +163,12 @@ class Catalog:
             for row in self._execute(SELECT_MARKER, [attempt_id]).fetchall():
                 found[attempt_id] = CommitMarker(*row)
         return found
+
+    def markers_of(
+        self, model: str, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        rows = self._execute(SELECT_MARKERS_OF, [model, start, end]).fetchall()
+        return [CommitMarker(*row) for row in rows]
 
     def marked_starts(self, model: str, starts: Sequence[int]) -> list[int]:
         """Of these partition starts of a model, those that have a commit marker."""

@@ -14,7 +14,7 @@ from typing import Any
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.model import Column, WriteMode
-from tidegate.engines.base import CommitMarker, Fence, Target
+from tidegate.engines.base import EVERY, CommitMarker, Fence, Target
 from tidegate.engines.sql_queries import Params as Params
 from tidegate.engines.sql_update import RangeUpdates
 from tidegate.sql import statements as sql
@@ -58,6 +58,16 @@ class SqlEngine(RangeUpdates):
                 marker = CommitMarker(*row)
                 found[marker.attempt_id] = marker
         return found
+
+    def markers_of(
+        self, model: str, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        # a warehouse no writer prepared has no marker table (and a read-only handle may not
+        # create it): nothing was published there
+        if self.table_columns(sql.MARKERS, sql.META_SCHEMA) is None:
+            return []
+        statement = self._statement(("markers of",), lambda: sql.select_markers_of(self.flavor))
+        return [CommitMarker(*row) for row in self._run(statement, [model, start, end]).fetchall()]
 
     # publish ----------------------------------------------------------------------------------
 

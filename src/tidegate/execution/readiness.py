@@ -18,6 +18,11 @@ def version_problems(engine: Engine, project: Project, version: Version) -> list
     """What would stop `version` from running on `engine`: a missing source table, time column
     or key column, a query the engine cannot plan, output that breaks the contract, or a
     published table whose columns the version would have to retype. Reads only."""
+    if version.lost:
+        return [
+            "its definition was lost with the ledger (rebuilt from commit markers); run a "
+            "version `tidegate build` made"
+        ]
     spec = version.spec
     problems: list[str] = []
     for name in spec.sources:

@@ -23,6 +23,7 @@ from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
 from tidegate.domain.partitions import Grain, IntervalSet
 from tidegate.domain.run import Run
+from tidegate.domain.taint import MarkKind
 from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustment, parse_seconds
 from tidegate.engines.base import window_bounds
 from tidegate.engines.factory import open_engine
@@ -37,6 +38,9 @@ from tidegate.project import toml_errors
 from tidegate.state.base import Event
 
 KIND = "backfill"
+# the marks whose partitions `--stale-only` recomputes besides those another version wrote (a
+# declared taint is `recover`'s: it reaches downstream)
+RECOMPUTED_MARKS = frozenset({MarkKind.STALE, MarkKind.DIVERGED, MarkKind.MISSING})
 # `backfill stop`, a pause or a rollback from another process is read from the ledger at most this
 # often: reading it between every two batches costs more than the batches of a small partition
 LEDGER_POLL_SECONDS = 0.5
@@ -125,7 +129,16 @@ def make_plan(ctx: Context, request: Request) -> BackfillPlan:
         mine = ctx.state.published_intervals(
             spec.name, chosen.start, chosen.end, version.version_id
         )
-        selection = selection.minus(IntervalSet.of(mine))
+        # written by the active version, yet not to be trusted: found diverged from or missing
+        # in the warehouse (`verify --repair`), or built on upstream content since replaced
+        marked = [
+            (t.mark.start, t.mark.end)
+            for t in ctx.state.open_taints(spec.name, chosen.start, chosen.end)
+            if t.kind in RECOMPUTED_MARKS and chosen.start <= t.mark.start < chosen.end
+        ]
+        selection = IntervalSet.of(
+            [*selection.minus(IntervalSet.of(mine)).intervals, *marked]
+        )
     refused = _published_once(ctx, spec, chosen.start, chosen.end)
     if refused and not selection.minus(refused):
         raise UsageError(

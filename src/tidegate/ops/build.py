@@ -6,6 +6,7 @@ import json
 import platform
 import shlex
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -140,12 +141,10 @@ def column_fingerprints(
     }
 
 
-def build(ctx: Context) -> list[Built]:
-    project, state = ctx.project, ctx.state
-    commit, dirty = git_state(project.root)
-    versions = tool_versions()
+def snapshots(project: Project) -> Iterator[tuple[ModelSpec, str, str, dict[str, str]]]:
+    """Each model in dependency order with its fingerprint, rendered definition and upstream
+    fingerprints, as the code is now (what `build` records, without recording it)."""
     columns: dict[str, dict[str, str]] = {}
-    results: list[Built] = []
     for name in project.order:
         spec = project.models[name]
         read = reads(project, spec)
@@ -157,6 +156,16 @@ def build(ctx: Context) -> list[Built]:
         }
         full, rendered = snapshot(project, spec, upstream)
         columns[name] = column_fingerprints(project, spec, upstream)
+        yield spec, full, rendered, upstream
+
+
+def build(ctx: Context) -> list[Built]:
+    project, state = ctx.project, ctx.state
+    commit, dirty = git_state(project.root)
+    versions = tool_versions()
+    results: list[Built] = []
+    for spec, full, rendered, upstream in snapshots(project):
+        name = spec.name
         active = state.active_version(name)
         existing = state.find_version(name, full)
         change = classify_change(

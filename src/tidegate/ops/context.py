@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.clock import Clock, SystemClock, stamp
+from tidegate.ops.ledger_guard import refuse_lost_ledger
 from tidegate.project.loader import Project, load_project
 from tidegate.state.base import StateStore
 from tidegate.state.factory import open_state
@@ -29,6 +30,8 @@ class Context:
     clock: Clock = field(default_factory=SystemClock)
     actor: str = field(default_factory=current_user)
     wait: bool = False
+    # `verify --rebuild-ledger` opens the empty ledger a lost one is refused for, to fill it
+    rebuilding: bool = False
     _project: Project | None = None
     _state: StateStore | None = None
 
@@ -41,7 +44,14 @@ class Context:
     @property
     def state(self) -> StateStore:
         if self._state is None:
-            self._state = open_state(self.project.root, self.project.settings.state)
+            state = open_state(self.project.root, self.project.settings.state)
+            try:
+                if not self.rebuilding:
+                    refuse_lost_ledger(self.project, state)
+            except BaseException:
+                state.close()
+                raise
+            self._state = state
         return self._state
 
     @contextmanager

@@ -582,6 +582,25 @@ def select_markers(count: int, flavor: Flavor = DUCKDB) -> str:
     )
 
 
+def select_markers_of(flavor: Flavor = DUCKDB) -> str:
+    """Markers of one model whose partition starts in [start, end), bound as positional
+    parameters (model, start, end), in partition order and, within one, oldest first."""
+    target = table(MARKERS, META_SCHEMA)
+    start = column("partition_start")
+    return flavor.render(
+        exp.select(*[column(n) for n in MARKER_COLUMNS])
+        .from_(target)
+        .where(
+            exp.and_(
+                exp.EQ(this=column("model"), expression=exp.Placeholder()),
+                exp.GTE(this=start, expression=exp.Placeholder()),
+                exp.LT(this=start, expression=exp.Placeholder()),
+            )
+        )
+        .order_by(start, column("published_at"), column("attempt_id"))
+    )
+
+
 def null_counts(source: exp.Table, columns: Sequence[str], flavor: Flavor = DUCKDB) -> str:
     """One row: for each column, how many rows hold NULL in it."""
     counts = [

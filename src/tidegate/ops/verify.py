@@ -1,0 +1,269 @@
+"""`tidegate verify`: compare the ledger with the warehouse, and record what diverged.
+
+Reads the warehouse only (opened read-only: on DuckDB a writer holding the file makes it busy,
+exit 4, or wait with `--wait`). `--repair` writes marks into the ledger, never the warehouse;
+`backfill --stale-only` then republishes the marked partitions, which clears the marks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tidegate.domain.clock import stamp
+from tidegate.domain.errors import UsageError
+from tidegate.domain.ids import new_taint_id
+from tidegate.domain.model import ModelSpec
+from tidegate.domain.partitions import PartitionRange
+from tidegate.domain.taint import Mark, MarkKind, Taint
+from tidegate.domain.verify import Divergence, Finding, Recorded, compare, sample
+from tidegate.engines.base import EVERY, CommitMarker, Engine, window_bounds
+from tidegate.engines.factory import open_engine
+from tidegate.ops.context import Context
+from tidegate.state.base import Event, Told
+
+# a recorded attempt in one of these states has not finished: its marker may be newer than the
+# ledger (a writer between its warehouse commit and the ledger's), which the writer settles
+LIVE = frozenset({"pending", "running", "staged", "audited"})
+
+
+@dataclass(frozen=True)
+class Checksums:
+    """How a model's rows were compared: `how` is "off" (no --checksums), "all", "sample" or
+    "not comparable" (with the reason in `note`)."""
+
+    how: str
+    compared: int = 0
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    model: str
+    spec: ModelSpec
+    published: int
+    markers: int
+    checksums: Checksums
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """The marks `--repair` recorded for one model and kind."""
+
+    model: str
+    kind: MarkKind
+    taint_id: str | None  # None: every partition carried an open mark of that kind already
+    marked: int
+    already: int
+
+
+@dataclass(frozen=True)
+class Verified:
+    models: tuple[ModelReport, ...]
+    repaired: tuple[Repaired, ...]
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for m in self.models for f in m.findings]
+
+
+def verify(
+    ctx: Context,
+    model: str | None,
+    partitions: str | None,
+    checksums: bool,
+    sample_size: int | None,
+    repair: bool,
+) -> Verified:
+    """Every published partition of the models (or of `model` in `partitions`) against the
+    warehouse; with `repair`, the findings marked in the ledger."""
+    if sample_size is not None and sample_size < 1:
+        raise UsageError(f"--sample must be at least 1 partition, not {sample_size}")
+    if sample_size is not None and not checksums:
+        raise UsageError(
+            "--sample chooses the partitions whose checksums are compared: add --checksums"
+        )
+    if partitions is not None and model is None:
+        raise UsageError("--partitions is in one model's grain: name the MODEL")
+    names = [model] if model is not None else list(ctx.project.order)
+    specs = {name: _spec(ctx, name) for name in names}
+    chosen = specs[model].parse_range(partitions) if model and partitions else None
+    # the ledger is open by now (the specs are the active versions'): a lost one was refused
+    # before the warehouse is opened
+    engine = open_engine(ctx.project, ctx.wait, read_only=True)
+    try:
+        reports = tuple(
+            _verify_model(ctx, engine, specs[n], chosen, checksums, sample_size) for n in names
+        )
+    finally:
+        engine.close()
+    verified = Verified(reports, ())
+    if not repair:
+        return verified
+    return Verified(reports, tuple(_repair(ctx, specs, verified.findings)))
+
+
+def _spec(ctx: Context, name: str) -> ModelSpec:
+    spec = ctx.project.model(name)  # an unknown model is refused here
+    active = ctx.state.active_version(name)
+    return active.spec if active is not None else spec
+
+
+def _verify_model(
+    ctx: Context,
+    engine: Engine,
+    spec: ModelSpec,
+    chosen: PartitionRange | None,
+    checksums: bool,
+    sample_size: int | None,
+) -> ModelReport:
+    start, end = (chosen.start, chosen.end) if chosen is not None else EVERY
+    rows = [p for p in ctx.state.partitions(spec.name, start, end) if p.attempt_id is not None]
+    recorded = [
+        Recorded(p.partition_start, p.partition_end, str(p.attempt_id), p.checksum) for p in rows
+    ]
+    writers = {p.partition_start: str(p.version_id) for p in rows}
+    markers = engine.markers_of(spec.name, start, end)
+    marked: dict[int, list[str]] = {}
+    for marker in markers:
+        marked.setdefault(marker.partition_start, []).append(marker.attempt_id)
+    exists = engine.table_columns(spec.name) is not None
+    how = Checksums("off")
+    measured: dict[int, str] | None = None
+    if checksums:
+        how, measured = _measure(ctx, engine, spec, recorded, writers, sample_size, exists)
+    findings = compare(spec.name, recorded, exists, marked, measured)
+    findings += _unrecorded(ctx, markers, {r.attempt_id for r in recorded})
+    return ModelReport(spec.name, spec, len(recorded), len(markers), how, tuple(findings))
+
+
+def _measure(
+    ctx: Context,
+    engine: Engine,
+    spec: ModelSpec,
+    recorded: Sequence[Recorded],
+    writers: dict[int, str],
+    sample_size: int | None,
+    exists: bool,
+) -> tuple[Checksums, dict[int, str] | None]:
+    """The checksum of each sampled partition's rows now, computed as its publish computed
+    it: over the columns of the version that wrote it, grouped by partition, one pass over the
+    table per column list (one, unless versions added columns)."""
+    reason = _incomparable(spec)
+    if reason is not None:
+        return Checksums("not comparable", 0, reason), None
+    chosen = sample(recorded, sample_size, spec.name)
+    how = "all" if len(chosen) == len(recorded) else "sample"
+    if not exists or not chosen:
+        return Checksums(how, 0), {}
+    by_columns: dict[tuple[str, ...], list[Recorded]] = {}
+    versions = {v: ctx.state.get_version(v) for v in {writers[r.start] for r in chosen}}
+    for part in chosen:
+        writer = versions[writers[part.start]]
+        columns = tuple(c.name for c in (writer.spec if writer else spec).columns)
+        by_columns.setdefault(columns, []).append(part)
+    measured: dict[int, str] = {}
+    for columns, parts in by_columns.items():
+        bounds = window_bounds(parts[0].start, parts[-1].end)
+        profiles = engine.profile(
+            spec.name, False, spec.partition_column, spec.grain.value, bounds, list(columns)
+        )
+        for part in parts:
+            found = profiles.get(part.start)
+            measured[part.start] = str(found.checksum) if found else EMPTY_CHECKSUM
+    return Checksums(how, len(chosen)), measured
+
+
+EMPTY_CHECKSUM = "0:0000000000000000"
+
+
+def _incomparable(spec: ModelSpec) -> str | None:
+    """Why a model's published rows cannot be checksummed per partition like its publish did."""
+    if spec.update is not None:
+        return "an update model's table is written by the application too"
+    if spec.cursor is not None:
+        return "a cursor model's partitions are intervals of its cursor"
+    if not spec.grain.is_time:
+        return f"{spec.grain.value} partitions are not compared yet"
+    return None
+
+
+def _unrecorded(
+    ctx: Context, markers: Sequence[CommitMarker], published: set[str]
+) -> list[Finding]:
+    """Markers whose attempt the ledger does not record as published: not the partition's
+    published one, and not an earlier one it replaced. An attempt still live is a writer's
+    between its warehouse commit and the ledger's: it settles it, nothing diverged."""
+    found = []
+    for marker in markers:
+        if marker.attempt_id in published:
+            continue
+        attempt = ctx.state.get_attempt(marker.attempt_id)
+        if attempt is not None and (
+            attempt.state.value == "published" or attempt.state.value in LIVE
+        ):
+            continue
+        found.append(
+            Finding(
+                Divergence.UNRECORDED_MARKER,
+                marker.model,
+                marker.partition_start,
+                marker.partition_end,
+                None,
+                None,
+                marker.attempt_id,
+            )
+        )
+    return found
+
+
+def _repair(
+    ctx: Context, specs: dict[str, ModelSpec], findings: Sequence[Finding]
+) -> list[Repaired]:
+    """Mark each finding's partition `missing` or `diverged`, once: a partition with an open
+    mark of the same kind is left as it is. Deletes nothing."""
+    grouped: dict[tuple[str, MarkKind], list[Finding]] = {}
+    for finding in findings:
+        kind = finding.kind.mark_kind
+        if kind is not None and finding.attempt_id is not None:
+            grouped.setdefault((finding.model, kind), []).append(finding)
+    done = []
+    for (model, kind), group in grouped.items():
+        open_marks = {t.mark.start for t in ctx.state.open_taints(model) if t.kind is kind}
+        new = [f for f in group if f.start not in open_marks]
+        if not new:
+            done.append(Repaired(model, kind, None, 0, len(group)))
+            continue
+        reason = "verify found " + ", ".join(sorted({f.kind.value for f in new}))
+        taint = Taint(
+            taint_id=new_taint_id(),
+            model=model,
+            grain=specs[model].grain.value,
+            start=min(f.start for f in new),
+            end=max(f.end for f in new),
+            reason=reason,
+            actor=ctx.actor,
+            at=stamp(ctx.clock),
+            kind=kind,
+            run_id=None,
+        )
+        marks = [Mark(model, f.start, f.end, str(f.attempt_id), 0) for f in new]
+        ctx.state.mark(taint, marks, _telling(taint, len(new)))
+        done.append(Repaired(model, kind, taint.taint_id, len(new), len(group) - len(new)))
+    return done
+
+
+def _telling(taint: Taint, count: int) -> Callable[[Sequence[Mark]], Told]:
+    def tell(marks: Sequence[Mark]) -> Told:
+        event = Event(
+            kind="verify",
+            actor=taint.actor,
+            at=taint.at,
+            model=taint.model,
+            reason=f"{taint.reason}: {count} partition(s) marked {taint.kind.value}",
+            detail={"taint_id": taint.taint_id, "kind": taint.kind.value, "partitions": count},
+        )
+        return Told(event, ())
+
+    return tell
