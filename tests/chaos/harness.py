@@ -156,6 +156,7 @@ def survive(
         assert finished.exit_code == 0, (argv, finished.stderr)
     if tampered:
         assert_green_is_right(stores, versions, f"after {survived} {faults}")
+    if tampered and _marked(stores):
         argv = ("backfill", MODEL, "--partitions", chain.span, "--stale-only", *chain.at)
         repaired = run_process(*argv, timeout=TIMEOUT)
         assert repaired.exit_code == 0, (argv, repaired.stderr)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tidegate.domain.clock import Clock, Timer
+from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.errors import UsageError
 from tidegate.domain.model import ModelSpec, Version
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
+from tidegate.execution.divergence import check_on_start
 from tidegate.execution.executor import Executor
 from tidegate.execution.orphans import stop_orphaned_jobs
 from tidegate.execution.programs import ProjectStager
@@ -69,6 +71,9 @@ def writer_session(
     try:
         engine.prepare()
         recovered = reconcile(engine, state, clock)
+        for warning in check_on_start(engine, state, project, stamp(clock)):
+            # before anything is written, whatever the command prints on stdout
+            print(warning, file=sys.stderr)
         stop_orphaned_jobs(state, project.root, clock)
         yield WriterSession(project, engine, state, clock, recovered)
     finally:

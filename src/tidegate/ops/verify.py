@@ -7,20 +7,18 @@ exit 4, or wait with `--wait`). `--repair` writes marks into the ledger, never t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tidegate.domain.clock import stamp
 from tidegate.domain.errors import UsageError
-from tidegate.domain.ids import new_taint_id
 from tidegate.domain.model import ModelSpec
 from tidegate.domain.partitions import PartitionRange
-from tidegate.domain.taint import Mark, MarkKind, Taint
-from tidegate.domain.verify import Divergence, Finding, Recorded, compare, sample
+from tidegate.domain.verify import Divergence, Finding, Recorded, sample
 from tidegate.engines.base import EVERY, CommitMarker, Engine, window_bounds
 from tidegate.engines.factory import open_engine
+from tidegate.execution.divergence import Marked, compare_model, record
 from tidegate.ops.context import Context
-from tidegate.state.base import Event, Told
 
 # a recorded attempt in one of these states has not finished: its marker may be newer than the
 # ledger (a writer between its warehouse commit and the ledger's), which the writer settles
@@ -48,20 +46,9 @@ class ModelReport:
 
 
 @dataclass(frozen=True)
-class Repaired:
-    """The marks `--repair` recorded for one model and kind."""
-
-    model: str
-    kind: MarkKind
-    taint_id: str | None  # None: every partition carried an open mark of that kind already
-    marked: int
-    already: int
-
-
-@dataclass(frozen=True)
 class Verified:
     models: tuple[ModelReport, ...]
-    repaired: tuple[Repaired, ...]
+    repaired: tuple[Marked, ...]
 
     @property
     def findings(self) -> list[Finding]:
@@ -119,23 +106,19 @@ def _verify_model(
     sample_size: int | None,
 ) -> ModelReport:
     start, end = (chosen.start, chosen.end) if chosen is not None else EVERY
-    rows = [p for p in ctx.state.partitions(spec.name, start, end) if p.attempt_id is not None]
-    recorded = [
-        Recorded(p.partition_start, p.partition_end, str(p.attempt_id), p.checksum) for p in rows
-    ]
-    writers = {p.partition_start: str(p.version_id) for p in rows}
-    markers = engine.markers_of(spec.name, start, end)
-    marked: dict[int, list[str]] = {}
-    for marker in markers:
-        marked.setdefault(marker.partition_start, []).append(marker.attempt_id)
     exists = engine.table_columns(spec.name) is not None
+    found = compare_model(ctx.state, engine, spec.name, start, end, exists)
     how = Checksums("off")
     measured: dict[int, str] | None = None
     if checksums:
-        how, measured = _measure(ctx, engine, spec, recorded, writers, sample_size, exists)
-    findings = compare(spec.name, recorded, exists, marked, measured)
-    findings += _unrecorded(ctx, markers, {r.attempt_id for r in recorded})
-    return ModelReport(spec.name, spec, len(recorded), len(markers), how, tuple(findings))
+        how, measured = _measure(
+            ctx, engine, spec, found.recorded, found.writers, sample_size, exists
+        )
+    findings = found.findings(spec.name, measured)
+    findings += _unrecorded(ctx, found.markers, {r.attempt_id for r in found.recorded})
+    return ModelReport(
+        spec.name, spec, len(found.recorded), len(found.markers), how, tuple(findings)
+    )
 
 
 def _measure(
@@ -143,7 +126,7 @@ def _measure(
     engine: Engine,
     spec: ModelSpec,
     recorded: Sequence[Recorded],
-    writers: dict[int, str],
+    writers: Mapping[int, str],
     sample_size: int | None,
     exists: bool,
 ) -> tuple[Checksums, dict[int, str] | None]:
@@ -218,52 +201,13 @@ def _unrecorded(
     return found
 
 
-def _repair(
-    ctx: Context, specs: dict[str, ModelSpec], findings: Sequence[Finding]
-) -> list[Repaired]:
-    """Mark each finding's partition `missing` or `diverged`, once: a partition with an open
-    mark of the same kind is left as it is. Deletes nothing."""
-    grouped: dict[tuple[str, MarkKind], list[Finding]] = {}
-    for finding in findings:
-        kind = finding.kind.mark_kind
-        if kind is not None and finding.attempt_id is not None:
-            grouped.setdefault((finding.model, kind), []).append(finding)
-    done = []
-    for (model, kind), group in grouped.items():
-        open_marks = {t.mark.start for t in ctx.state.open_taints(model) if t.kind is kind}
-        new = [f for f in group if f.start not in open_marks]
-        if not new:
-            done.append(Repaired(model, kind, None, 0, len(group)))
-            continue
-        reason = "verify found " + ", ".join(sorted({f.kind.value for f in new}))
-        taint = Taint(
-            taint_id=new_taint_id(),
-            model=model,
-            grain=specs[model].grain.value,
-            start=min(f.start for f in new),
-            end=max(f.end for f in new),
-            reason=reason,
-            actor=ctx.actor,
-            at=stamp(ctx.clock),
-            kind=kind,
-            run_id=None,
-        )
-        marks = [Mark(model, f.start, f.end, str(f.attempt_id), 0) for f in new]
-        ctx.state.mark(taint, marks, _telling(taint, len(new)))
-        done.append(Repaired(model, kind, taint.taint_id, len(new), len(group) - len(new)))
-    return done
-
-
-def _telling(taint: Taint, count: int) -> Callable[[Sequence[Mark]], Told]:
-    def tell(marks: Sequence[Mark]) -> Told:
-        event = Event(
-            kind="verify",
-            actor=taint.actor,
-            at=taint.at,
-            model=taint.model,
-            reason=f"{taint.reason}: {count} partition(s) marked {taint.kind.value}",
-            detail={"taint_id": taint.taint_id, "kind": taint.kind.value, "partitions": count},
-        )
-        return Told(event, ())
-
-    return tell
+def _repair(ctx: Context, specs: dict[str, ModelSpec], findings: Sequence[Finding]) -> list[Marked]:
+    """Mark each finding's partition `missing` or `diverged`, once. Deletes nothing."""
+    return record(
+        ctx.state,
+        findings,
+        {name: spec.grain.value for name, spec in specs.items()},
+        lambda found: "verify found " + ", ".join(sorted({f.kind.value for f in found})),
+        ctx.actor,
+        stamp(ctx.clock),
+    )

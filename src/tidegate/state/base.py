@@ -267,6 +267,10 @@ class StateStore(Protocol):
 
     def record_inputs_many(self, inputs: Mapping[str, Sequence[Input]]) -> None: ...
 
+    def last_published_attempt(self, model: str) -> str | None:
+        """The newest (by id) attempt of `model` that published, if any: its commit marker is
+        the last the warehouse must hold of the model."""
+
     def get_attempt(self, attempt_id: str) -> Attempt | None: ...
 
     def live_attempts(self) -> list[Attempt]:

@@ -174,6 +174,13 @@ class AttemptTables(TaintTables):
                 [input_params(attempt_id, i) for attempt_id, read in inputs.items() for i in read],
             )
 
+    def last_published_attempt(self, model: str) -> str | None:
+        row = self._one(
+            "SELECT max(attempt_id) FROM attempts WHERE model = ? AND state = 'published'",
+            (model,),
+        )
+        return None if row is None or row[0] is None else str(row[0])
+
     def get_attempt(self, attempt_id: str) -> Attempt | None:
         row = self._one("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
         return attempt_from_row(row) if row else None
