@@ -23,6 +23,8 @@ from tidegate.domain.run import Input
 from tidegate.domain.taint import TaintedPartition, TaintPolicy
 from tidegate.engines.base import Engine, bound_values
 from tidegate.execution.read_ahead import Stretch, source_pass
+from tidegate.execution.upstream_check import Divergence, diverged, refusal
+from tidegate.execution.upstream_marks import WAREHOUSE_KINDS
 from tidegate.state.base import StateStore
 
 
@@ -39,6 +41,10 @@ class ReadPlan:
     # source's rows in the window, counted in the same pass, or the previous partition's
     # published rows in the ledger; None: no previous partition is published)
     baselines: dict[int, dict[str, int | None]] = field(default_factory=dict)
+    # upstream partitions the ledger says are published that the warehouse does not hold,
+    # and the partitions refused for reading one
+    diverged: tuple[Divergence, ...] = ()
+    refused: frozenset[int] = frozenset()
 
 
 def read_inputs(
@@ -58,42 +64,9 @@ def read_inputs(
         return _cursor_inputs(engine, spec, sources, partitions)
     inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
     missing: dict[int, str] = {}
+    upstream = _Upstream(inputs, missing)
     for name in spec.upstream:
-        parent = upstream_spec(name)
-        # a key-list partition has no time window: it reads all a time-grained model published
-        reads_all = bool(spec.keys) and not parent.keys
-        if reads_all:
-            spans = state.published_intervals(name, *EVERYTHING)
-            window = (spans[0][0], spans[-1][1]) if spans else (0, 0)
-            if not spans:
-                for partition in partitions:
-                    missing.setdefault(partition.start, f"upstream not ready: {name} is empty")
-                continue
-        else:
-            window = _clip(parent, batch.start, batch.end)
-        rows = state.partitions(name, floor(parent.grain, window[0]), window[1])
-        published = [
-            (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
-        ]
-        have = IntervalSet.of([(s, e) for s, e, _ in published])
-        tainted = (
-            state.open_taints(name, window[0], window[1])
-            if taint_policy is TaintPolicy.BLOCK
-            else []
-        )
-        for partition in partitions:
-            mine = window if reads_all else _clip(parent, partition.start, partition.end)
-            gaps = IntervalSet.of([mine]).minus(have)
-            if gaps:
-                shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))
-                missing.setdefault(partition.start, f"upstream not ready: {name} {shown}")
-                continue
-            bad = [t for t in tainted if t.mark.start < mine[1] and t.mark.end > mine[0]]
-            if bad:
-                missing.setdefault(partition.start, _tainted_input(parent, bad))
-                continue
-            read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
-            inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
+        upstream.read(engine, state, spec, upstream_spec(name), batch, partitions, taint_policy)
     source_rows = 0
     source_values: dict[int, dict[str, str | None]] = {}
     baselines = _published_previous(state, spec, batch, partitions)
@@ -146,7 +119,76 @@ def read_inputs(
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
-    return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+    return ReadPlan(inputs, missing, source_rows, source_values, baselines, *upstream.found())
+
+
+@dataclass
+class _Upstream:
+    """What a batch reads of its upstream models: each partition's inputs, or why it cannot
+    run (`missing`, shared with the sources' reads)."""
+
+    inputs: dict[int, list[Input]]
+    missing: dict[int, str]
+    diverged: list[Divergence] = field(default_factory=list)
+    refused: set[int] = field(default_factory=set)
+
+    def found(self) -> tuple[tuple[Divergence, ...], frozenset[int]]:
+        return tuple(self.diverged), frozenset(self.refused)
+
+    def read(
+        self,
+        engine: Engine,
+        state: StateStore,
+        spec: ModelSpec,
+        parent: ModelSpec,
+        batch: PartitionRange,
+        partitions: Sequence[PartitionKey],
+        taint_policy: TaintPolicy,
+    ) -> None:
+        """Each partition's window of `parent`: published in the ledger, held by the
+        warehouse, and free of open marks (under the block policy)."""
+        name, missing = parent.name, self.missing
+        # a key-list partition has no time window: it reads all a time-grained model published
+        reads_all = bool(spec.keys) and not parent.keys
+        if reads_all:
+            spans = state.published_intervals(name, *EVERYTHING)
+            if not spans:
+                for partition in partitions:
+                    missing.setdefault(partition.start, f"upstream not ready: {name} is empty")
+                return
+            window = (spans[0][0], spans[-1][1])
+        else:
+            window = _clip(parent, batch.start, batch.end)
+        rows = state.partitions(name, floor(parent.grain, window[0]), window[1])
+        published = [
+            (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
+        ]
+        have = IntervalSet.of([(s, e) for s, e, _ in published])
+        gone = diverged(engine, name, parent.grain.value, published)
+        self.diverged += gone.values()
+        tainted = (
+            state.open_taints(name, window[0], window[1])
+            if taint_policy is TaintPolicy.BLOCK
+            else []
+        )
+        for partition in partitions:
+            mine = window if reads_all else _clip(parent, partition.start, partition.end)
+            gaps = IntervalSet.of([mine]).minus(have)
+            if gaps:
+                shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))
+                missing.setdefault(partition.start, f"upstream not ready: {name} {shown}")
+                continue
+            lost = [d for d in gone.values() if d.start < mine[1] and d.end > mine[0]]
+            if lost:
+                missing.setdefault(partition.start, refusal(parent, lost))
+                self.refused.add(partition.start)
+                continue
+            bad = [t for t in tainted if t.mark.start < mine[1] and t.mark.end > mine[0]]
+            if bad:
+                missing.setdefault(partition.start, _tainted_input(parent, bad))
+                continue
+            read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
+            self.inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
 
 
 @dataclass(frozen=True)
@@ -226,6 +268,16 @@ def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
     first = bad[0]
     label = PartitionKey(parent.grain, first.mark.start, first.mark.end).label(parent.keys)
     more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    if first.kind in WAREHOUSE_KINDS:
+        # the warehouse was found without them: republishing them whole clears the marks
+        span = PartitionRange(
+            parent.grain, first.mark.start, max(t.mark.end for t in bad), parent.chunk_size
+        )
+        return (
+            f"upstream {first.kind.label}: {parent.name} {label}{more} ({first.reason}); "
+            f"`tidegate backfill {parent.name} --partitions {span.label(parent.keys)}` "
+            "republishes it"
+        )
     return (
         f"upstream tainted: {parent.name} {label}{more} ({first.reason}); "
         f"`tidegate recover {first.origin}` recomputes it"
