@@ -398,13 +398,8 @@ class Executor:
                     stamp(self.clock),
                 )
             units = [
-                Unit(
-                    spec.span(run[0].start, run[-1].end),
-                    tuple(run),
-                    {p.start: intent.attempts[p.start] for p in run},
-                    intent.index,
-                    {p.start: plan.source_values.get(p.start, {}) for p in run},
-                    {p.start: plan.baselines.get(p.start, {}) for p in run},
+                Unit.reading(
+                    plan, spec.span(run[0].start, run[-1].end), run, intent.attempts, intent.index
                 )
                 for run in _consecutive(ready)
             ]

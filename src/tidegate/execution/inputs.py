@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.checksum import Checksum
+from tidegate.domain.completeness import min_rows_of
 from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.model import CheckSpec, ModelSpec, Reconciliation, Source
 from tidegate.domain.partitions import (
@@ -19,7 +20,7 @@ from tidegate.domain.partitions import (
     PartitionRange,
     floor,
 )
-from tidegate.domain.run import Input
+from tidegate.domain.run import Input, PublishedPartition
 from tidegate.domain.taint import TaintedPartition, TaintPolicy
 from tidegate.engines.base import Engine, bound_values
 from tidegate.execution.read_ahead import Stretch, source_pass
@@ -45,6 +46,10 @@ class ReadPlan:
     # and the partitions refused for reading one
     diverged: tuple[Divergence, ...] = ()
     refused: frozenset[int] = frozenset()
+    # per partition start: each source's and upstream model's rows in its window
+    input_rows: dict[int, dict[str, int]] = field(default_factory=dict)
+    # the inputs whose min_rows is 0: a partition reading only nothing of them may be empty
+    empty_ok: frozenset[str] = frozenset()
 
 
 def read_inputs(
@@ -66,7 +71,9 @@ def read_inputs(
     missing: dict[int, str] = {}
     upstream = _Upstream(inputs, missing)
     for name in spec.upstream:
-        upstream.read(engine, state, spec, upstream_spec(name), batch, partitions, taint_policy)
+        parent = upstream_spec(name)
+        need = min_rows_of(parent, sources, upstream_spec)
+        upstream.read(engine, state, spec, parent, need, batch, partitions, taint_policy)
     source_rows = 0
     source_values: dict[int, dict[str, str | None]] = {}
     baselines = _published_previous(state, spec, batch, partitions)
@@ -86,6 +93,7 @@ def read_inputs(
                     )
                     continue
                 source_rows += keyed.checksum.rows
+                upstream.rows[partition.start][source.name] = keyed.checksum.rows
                 _set_source_rows(
                     baselines, counting, source.name, partition.start, keyed.checksum.rows
                 )
@@ -108,6 +116,7 @@ def read_inputs(
                 source_values.setdefault(partition.start, {})[rule.name] = value
             profile = found.checksum if found else Checksum(0, 0)
             _set_source_rows(baselines, counting, source.name, partition.start, profile.rows)
+            upstream.rows[partition.start][source.name] = profile.rows
             if profile.rows < source.min_rows:
                 missing.setdefault(
                     partition.start,
@@ -119,7 +128,17 @@ def read_inputs(
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
-    return ReadPlan(inputs, missing, source_rows, source_values, baselines, *upstream.found())
+    empty_ok = {s for s in spec.sources if sources[s].min_rows == 0} | upstream.empty_ok
+    return ReadPlan(
+        inputs,
+        missing,
+        source_rows,
+        source_values,
+        baselines,
+        *upstream.found(),
+        input_rows=upstream.rows,
+        empty_ok=frozenset(empty_ok),
+    )
 
 
 @dataclass
@@ -131,6 +150,12 @@ class _Upstream:
     missing: dict[int, str]
     diverged: list[Divergence] = field(default_factory=list)
     refused: set[int] = field(default_factory=set)
+    # per partition start: each input's rows in its window (the sources' added as read)
+    rows: dict[int, dict[str, int]] = field(init=False)
+    empty_ok: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rows = {start: {} for start in self.inputs}
 
     def found(self) -> tuple[tuple[Divergence, ...], frozenset[int]]:
         return tuple(self.diverged), frozenset(self.refused)
@@ -141,13 +166,17 @@ class _Upstream:
         state: StateStore,
         spec: ModelSpec,
         parent: ModelSpec,
+        need: int,
         batch: PartitionRange,
         partitions: Sequence[PartitionKey],
         taint_policy: TaintPolicy,
     ) -> None:
         """Each partition's window of `parent`: published in the ledger, held by the
-        warehouse, and free of open marks (under the block policy)."""
+        warehouse, free of open marks (under the block policy), and each of its partitions
+        holding at least `need` rows (the ledger's count: the markers say it is theirs)."""
         name, missing = parent.name, self.missing
+        if need == 0:
+            self.empty_ok.add(name)
         # a key-list partition has no time window: it reads all a time-grained model published
         reads_all = bool(spec.keys) and not parent.keys
         if reads_all:
@@ -163,6 +192,7 @@ class _Upstream:
         published = [
             (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
         ]
+        held = [p for p in rows if p.attempt_id]
         have = IntervalSet.of([(s, e) for s, e, _ in published])
         gone = diverged(engine, name, parent.grain.value, published)
         self.diverged += gone.values()
@@ -187,6 +217,12 @@ class _Upstream:
             if bad:
                 missing.setdefault(partition.start, _tainted_input(parent, bad))
                 continue
+            within = [p for p in held if p.partition_start < mine[1] and p.partition_end > mine[0]]
+            thin = [p for p in within if (p.rows or 0) < need]
+            if thin:
+                missing.setdefault(partition.start, _too_few_rows(parent, thin, need))
+                continue
+            self.rows[partition.start][name] = sum(p.rows or 0 for p in within)
             read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
             self.inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
 
@@ -235,6 +271,7 @@ def _cursor_inputs(
     baselines: dict[int, dict[str, int | None]] = {}
     counting = _relative_checks(spec, "source")
     source_values: dict[int, dict[str, str | None]] = {}
+    input_rows: dict[int, dict[str, int]] = {p.start: {} for p in partitions}
     source_rows = 0
     for partition in partitions:
         for source in (sources[name] for name in spec.sources):
@@ -257,11 +294,20 @@ def _cursor_inputs(
             else:
                 found = engine.source_fingerprint(source.table, source.time_column, {})
             source_rows += found.rows
+            input_rows[partition.start][source.name] = found.rows
             _set_source_rows(baselines, counting, source.name, partition.start, found.rows)
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(found))
             )
-    return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+    return ReadPlan(
+        inputs,
+        missing,
+        source_rows,
+        source_values,
+        baselines,
+        input_rows=input_rows,
+        empty_ok=frozenset(s for s in spec.sources if sources[s].min_rows == 0),
+    )
 
 
 def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
@@ -281,6 +327,16 @@ def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
     return (
         f"upstream tainted: {parent.name} {label}{more} ({first.reason}); "
         f"`tidegate recover {first.origin}` recomputes it"
+    )
+
+
+def _too_few_rows(parent: ModelSpec, thin: Sequence[PublishedPartition], need: int) -> str:
+    first = thin[0]
+    label = PartitionKey(parent.grain, first.partition_start, first.partition_end)
+    more = f" and {len(thin) - 1} more" if len(thin) > 1 else ""
+    return (
+        f"upstream {parent.name} {label.label(parent.keys)} holds {first.rows or 0} row(s) "
+        f"(at least {need} expected, its min_rows){more}"
     )
 
 

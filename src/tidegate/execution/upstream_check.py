@@ -49,8 +49,7 @@ class Divergence:
             return self.cause
         hint = RESTORED_HINT if self.kind is MarkKind.DIVERGED else ""
         return (
-            f"the warehouse holds no commit marker of its published attempt "
-            f"{self.attempt_id}{hint}"
+            f"the warehouse holds no commit marker of its published attempt {self.attempt_id}{hint}"
         )
 
 
