@@ -129,6 +129,7 @@ def test_a_republished_table_clears_the_missing_marks(project: Path) -> None:
     cli(project, "run", "daily_revenue", "--partition", JANUARY)
     warehouse_execute(project, "DROP TABLE daily_revenue")
     cli(project, "run", "monthly_revenue", "--partition", "2025-01", code=1)
+    assert len(open_marks(project)) == len(JANUARY_DAYS)
 
     cli(project, "backfill", "daily_revenue", "--partitions", JANUARY, "--batch-size", "31")
 
