@@ -48,7 +48,8 @@ class ReadPlan:
     refused: frozenset[int] = frozenset()
     # per partition start: each source's and upstream model's rows in its window
     input_rows: dict[int, dict[str, int]] = field(default_factory=dict)
-    # the inputs whose min_rows is 0: a partition reading only nothing of them may be empty
+    # the inputs whose min_rows is 0: where they hold no rows, a partition may be empty and
+    # reconcile nothing against nothing
     empty_ok: frozenset[str] = frozenset()
 
 

@@ -7,11 +7,13 @@ republished whole, which clears the mark.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
 
 from tidegate.domain.clock import Clock, stamp
 from tidegate.domain.ids import new_taint_id
+from tidegate.domain.model import ModelSpec
+from tidegate.domain.partitions import PartitionRange
 from tidegate.domain.taint import Mark, MarkKind, Taint
 from tidegate.execution.upstream_check import Divergence
 from tidegate.state.base import StateStore
@@ -55,3 +57,22 @@ def _unmarked(state: StateStore, model: str, found: list[Divergence]) -> list[Di
         if t.kind in WAREHOUSE_KINDS
     }
     return [d for d in found if (d.start, d.attempt_id) not in marked]
+
+
+def run_refusal(state: StateStore, run_id: str, spec_of: Callable[[str], ModelSpec]) -> str | None:
+    """What a run found diverged from the warehouse and what to do, from the marks it recorded:
+    a distributed run's workers each saw only their own batches."""
+    found = [t for kind in sorted(WAREHOUSE_KINDS) for t in state.marks_of_run(run_id, kind)]
+    if not found:
+        return None
+    first = found[0]
+    model = spec_of(first.mark.model)
+    mine = [t.mark for t in found if t.mark.model == model.name]
+    span = PartitionRange(
+        model.grain, min(m.start for m in mine), max(m.end for m in mine), model.chunk_size
+    ).label(model.keys)
+    return (
+        f"upstream {first.kind.value}: {model.name} {span} ({first.reason}); "
+        f"`tidegate verify {model.name}` compares the ledger with the warehouse, "
+        f"`tidegate backfill {model.name} --partitions {span}` republishes it"
+    )
