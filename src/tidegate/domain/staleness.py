@@ -59,7 +59,9 @@ ReadersOf = Callable[[str, int, int], Sequence[Reader]]
 window of the upstream model overlapping [start, end)."""
 
 
-def stale_marks(replaced: Replacement, outdated: Collection[str], readers: ReadersOf) -> list[Mark]:
+def stale_marks(
+    replaced: Replacement, outdated: Collection[str], readers: ReadersOf
+) -> list[Mark]:
     """The partitions `replaced` leaves stale: readers of the partition that read one of the
     `outdated` attempts (its attempts whose content differs from the new one), then, depth by
     depth, every reader of a stale partition."""
