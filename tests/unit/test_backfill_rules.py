@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -20,7 +21,7 @@ from tidegate.domain.backfill import (
 from tidegate.domain.errors import UsageError
 from tidegate.domain.model import Reconciliation
 from tidegate.domain.partitions import DAY_SECONDS, Grain, IntervalSet, parse_range
-from tidegate.domain.reconciliation import compare
+from tidegate.domain.reconciliation import Sides, compare
 
 YEAR = parse_range("2025-01-01..2025-12-31", Grain.DAY)
 
@@ -161,15 +162,45 @@ def test_impossible_stop_losses_are_refused(arguments: dict[str, float]) -> None
         StopLoss(**arguments)  # type: ignore[arg-type]
 
 
-def test_reconciliation_compares_within_tolerance_and_treats_nothing_as_zero() -> None:
+ROWS = Sides(source_rows=20, target_rows=4, may_be_empty=False)
+
+
+def test_reconciliation_compares_within_tolerance_and_treats_a_sum_of_nulls_as_zero() -> None:
     exact = Reconciliation("net", "orders", "sum(a)", "sum(b)")
-    assert compare(exact, "10.00", "10.00").passed
-    assert not compare(exact, "10.00", "10.01").passed
-    assert compare(exact, None, "0").passed
+    assert compare(exact, "10.00", "10.00", ROWS).passed
+    assert not compare(exact, "10.00", "10.01", ROWS).passed
+    # rows on both sides whose values are all NULL: their sum is nothing, zero
+    assert compare(exact, None, "0", ROWS).passed
     loose = Reconciliation("net", "orders", "sum(a)", "sum(b)", tolerance="0.05")
-    assert compare(loose, "10.00", "10.05").passed
-    assert not compare(loose, "10.00", "10.06").passed
-    assert Decimal(compare(loose, "1", "2").tolerance) == Decimal("0.05")
+    assert compare(loose, "10.00", "10.05", ROWS).passed
+    assert not compare(loose, "10.00", "10.06", ROWS).passed
+    assert Decimal(compare(loose, "1", "2", ROWS).tolerance) == Decimal("0.05")
+
+
+def test_a_reconciliation_of_nothing_against_nothing_passes_only_where_empty_is_allowed() -> None:
+    rule = Reconciliation("orders", "daily_revenue", "sum(order_count)", "sum(order_count)")
+    empty = Sides(source_rows=0, target_rows=0, may_be_empty=False)
+    refused = compare(rule, None, None, empty)
+    assert not refused.passed
+    assert "neither side has rows" in refused.message
+    assert compare(rule, None, None, replace(empty, may_be_empty=True)).passed
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "sides", "why"),
+    [
+        ("200", None, Sides(20, 0, True), "the target has no rows against 20 source row(s)"),
+        (None, "0", Sides(0, 3, True), "the source has no rows against 3 target row(s)"),
+        ("0", "0", Sides(0, 3, True), "the source has no rows against 3 target row(s)"),
+    ],
+)
+def test_one_side_without_rows_never_reconciles(
+    source: str | None, target: str | None, sides: Sides, why: str
+) -> None:
+    rule = Reconciliation("orders", "orders", "count(*)", "sum(order_count)")
+    found = compare(rule, source, target, sides)
+    assert not found.passed
+    assert found.message.endswith(f"(MISMATCH: {why})")
 
 
 def test_a_slow_question_is_asked_at_most_once_per_interval_and_a_yes_sticks() -> None:

@@ -190,6 +190,9 @@ class ModelSpec:
     cursor: CursorSpec | None = None
     # a key-list model's (source, column holding its keys) pairs
     key_sources: tuple[tuple[str, str], ...] = ()
+    # the rows each of its partitions must hold for a downstream model to read it; None:
+    # inherited, the smallest min_rows of the sources and models it reads (completeness.py)
+    min_rows: int | None = None
 
     @property
     def kind(self) -> ModelKind:
@@ -295,6 +298,7 @@ class ModelSpec:
             **({"update": self.update.config()} if self.update else {}),
             **({"cursor": self.cursor.config()} if self.cursor else {}),
             **({"key_sources": [list(p) for p in self.key_sources]} if self.key_sources else {}),
+            **({"min_rows": self.min_rows} if self.min_rows is not None else {}),
         }
 
 

@@ -203,7 +203,8 @@ class DuckDBEngine(DuckDBPublish):
         self._run(sql.markers_ddl())
 
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
-        rows = self._run(sql.published_columns(), [schema or "main", name]).fetchall()
+        statement = self._statement(("published columns",), sql.published_columns)
+        rows = self._run(statement, [schema or "main", name]).fetchall()
         if not rows:
             return None
         return [_column(r[0], r[1], r[2] == "YES") for r in rows]

@@ -145,7 +145,8 @@ class PostgresEngine(PostgresPublish):
             self._run(sql.create_schema(schema, POSTGRES))
 
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
-        rows = self._run(pg.table_columns(), [schema or self.warehouse.schema, name]).fetchall()
+        statement = self._statement(("published columns",), pg.table_columns)
+        rows = self._run(statement, [schema or self.warehouse.schema, name]).fetchall()
         if not rows:
             return None
         return [_column(r[0], r[1], bool(r[2])) for r in rows]

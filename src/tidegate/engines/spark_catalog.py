@@ -10,6 +10,7 @@ directory is visible only once it is complete; directories no pointer names are 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -23,6 +24,7 @@ from typing import Any
 from tidegate.domain.errors import EngineError, FencedError, UsageError
 from tidegate.domain.model import Column
 from tidegate.engines.base import EVERY, CommitMarker, Fence
+from tidegate.sql.statements import select_markers, table
 
 TABLES_DDL = """
 CREATE TABLE IF NOT EXISTS tidegate_spark_tables (
@@ -96,15 +98,13 @@ INSERT INTO tidegate_spark_markers
     (attempt_id, model, grain, partition_start, partition_end, run_id, version_id, checksum,
      published_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-SELECT_MARKER = """
-SELECT attempt_id, model, grain, partition_start, partition_end, run_id, version_id, checksum,
-       published_at
-FROM tidegate_spark_markers WHERE attempt_id = ?"""
 SELECT_MARKERS_OF = """
 SELECT attempt_id, model, grain, partition_start, partition_end, run_id, version_id, checksum,
        published_at
 FROM tidegate_spark_markers WHERE model = ? AND partition_start >= ? AND partition_start < ?
 ORDER BY partition_start, published_at, attempt_id"""
+MARKERS_TABLE = "tidegate_spark_markers"
+MARKERS_PER_QUERY = 500
 SELECT_MARKED_START = """
 SELECT 1 FROM tidegate_spark_markers WHERE model = ? AND partition_start = ?"""
 DEFAULT_SCHEMA = ""
@@ -159,9 +159,14 @@ class Catalog:
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
         found: dict[str, CommitMarker] = {}
-        for attempt_id in dict.fromkeys(attempt_ids):
-            for row in self._execute(SELECT_MARKER, [attempt_id]).fetchall():
-                found[attempt_id] = CommitMarker(*row)
+        ids = list(dict.fromkeys(attempt_ids))
+        # a batch's reads ask for many at once: one statement per chunk, within the
+        # drivers' limits on bound parameters
+        for offset in range(0, len(ids), MARKERS_PER_QUERY):
+            chunk = ids[offset : offset + MARKERS_PER_QUERY]
+            for row in self._execute(_select_markers(len(chunk)), chunk).fetchall():
+                marker = CommitMarker(*row)
+                found[marker.attempt_id] = marker
         return found
 
     def markers_of(
@@ -326,3 +331,8 @@ def catalog_place(
         if password is None:
             raise UsageError(f"the environment variable {password_env} (password_env) is not set")
     return CatalogPlace(warehouse, dsn=dsn, password=password)
+
+
+@functools.lru_cache(maxsize=8)
+def _select_markers(count: int) -> str:
+    return select_markers(count, target=table(MARKERS_TABLE))

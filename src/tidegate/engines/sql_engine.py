@@ -9,6 +9,7 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from tidegate.domain.checksum import Checksum
@@ -54,7 +55,12 @@ class SqlEngine(RangeUpdates):
         ids = list(attempt_ids)
         for offset in range(0, len(ids), 500):
             chunk = ids[offset : offset + 500]
-            for row in self._run(sql.select_markers(len(chunk), self.flavor), chunk).fetchall():
+            # built once per size: every batch's read of an upstream model asks again
+            statement = self._statement(
+                ("select markers", len(chunk)),
+                partial(sql.select_markers, len(chunk), self.flavor),
+            )
+            for row in self._run(statement, chunk).fetchall():
                 marker = CommitMarker(*row)
                 found[marker.attempt_id] = marker
         return found

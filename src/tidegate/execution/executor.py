@@ -33,6 +33,7 @@ from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.read_ahead import Stretch, Upcoming
 from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
 from tidegate.execution.update import Limits, measure, publish_update
+from tidegate.execution.upstream_marks import mark_diverged
 from tidegate.state.base import StateStore
 
 STOP_POLL_SECONDS = 0.5
@@ -98,6 +99,8 @@ class Report:
     progress: Progress = field(default_factory=Progress)
     trigger: Trigger | None = None
     stopped: bool = False
+    # why the first partition refused for an upstream diverged from the warehouse was refused
+    refusal: str | None = None
 
     def add(self, settled: Report) -> None:
         """Count in what settling one batch did (its source rows are counted as it reads
@@ -106,6 +109,7 @@ class Report:
         self.failed += settled.failed
         self.skipped += settled.skipped
         self.rows += settled.rows
+        self.refusal = self.refusal or settled.refusal
         mine, theirs = self.progress, settled.progress
         self.progress = replace(
             mine,
@@ -394,13 +398,8 @@ class Executor:
                     stamp(self.clock),
                 )
             units = [
-                Unit(
-                    spec.span(run[0].start, run[-1].end),
-                    tuple(run),
-                    {p.start: intent.attempts[p.start] for p in run},
-                    intent.index,
-                    {p.start: plan.source_values.get(p.start, {}) for p in run},
-                    {p.start: plan.baselines.get(p.start, {}) for p in run},
+                Unit.reading(
+                    plan, spec.span(run[0].start, run[-1].end), run, intent.attempts, intent.index
                 )
                 for run in _consecutive(ready)
             ]
@@ -514,7 +513,12 @@ class Executor:
             )
             return
         plan = work.plan
+        if plan.diverged:
+            mark_diverged(self.state, self.clock, run_id, plan.diverged)
         skipped = [p for p in partitions if p.start in plan.missing]
+        tally.report.refusal = next(
+            (plan.missing[p.start] for p in skipped if p.start in plan.refused), None
+        )
         if skipped:
             self._settle(spec, skipped, intent.attempts, plan.missing, AttemptState.SKIPPED, tally)
         for computed in work.computed:

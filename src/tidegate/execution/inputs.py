@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.checksum import Checksum
+from tidegate.domain.completeness import min_rows_of
 from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.model import CheckSpec, ModelSpec, Reconciliation, Source
 from tidegate.domain.partitions import (
@@ -19,10 +20,12 @@ from tidegate.domain.partitions import (
     PartitionRange,
     floor,
 )
-from tidegate.domain.run import Input
+from tidegate.domain.run import Input, PublishedPartition
 from tidegate.domain.taint import MarkKind, TaintedPartition, TaintPolicy
 from tidegate.engines.base import Engine, bound_values
 from tidegate.execution.read_ahead import Stretch, source_pass
+from tidegate.execution.upstream_check import Divergence, diverged, refusal
+from tidegate.execution.upstream_marks import WAREHOUSE_KINDS
 from tidegate.state.base import StateStore
 
 
@@ -39,6 +42,15 @@ class ReadPlan:
     # source's rows in the window, counted in the same pass, or the previous partition's
     # published rows in the ledger; None: no previous partition is published)
     baselines: dict[int, dict[str, int | None]] = field(default_factory=dict)
+    # upstream partitions the ledger says are published that the warehouse does not hold,
+    # and the partitions refused for reading one
+    diverged: tuple[Divergence, ...] = ()
+    refused: frozenset[int] = frozenset()
+    # per partition start: each source's and upstream model's rows in its window
+    input_rows: dict[int, dict[str, int]] = field(default_factory=dict)
+    # the inputs whose min_rows is 0: where they hold no rows, a partition may be empty and
+    # reconcile nothing against nothing
+    empty_ok: frozenset[str] = frozenset()
 
 
 def read_inputs(
@@ -58,42 +70,11 @@ def read_inputs(
         return _cursor_inputs(engine, spec, sources, partitions)
     inputs: dict[int, list[Input]] = {p.start: [] for p in partitions}
     missing: dict[int, str] = {}
+    upstream = _Upstream(inputs, missing)
     for name in spec.upstream:
         parent = upstream_spec(name)
-        # a key-list partition has no time window: it reads all a time-grained model published
-        reads_all = bool(spec.keys) and not parent.keys
-        if reads_all:
-            spans = state.published_intervals(name, *EVERYTHING)
-            window = (spans[0][0], spans[-1][1]) if spans else (0, 0)
-            if not spans:
-                for partition in partitions:
-                    missing.setdefault(partition.start, f"upstream not ready: {name} is empty")
-                continue
-        else:
-            window = _clip(parent, batch.start, batch.end)
-        rows = state.partitions(name, floor(parent.grain, window[0]), window[1])
-        published = [
-            (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
-        ]
-        have = IntervalSet.of([(s, e) for s, e, _ in published])
-        tainted = (
-            state.open_taints(name, window[0], window[1])
-            if taint_policy is TaintPolicy.BLOCK
-            else []
-        )
-        for partition in partitions:
-            mine = window if reads_all else _clip(parent, partition.start, partition.end)
-            gaps = IntervalSet.of([mine]).minus(have)
-            if gaps:
-                shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))
-                missing.setdefault(partition.start, f"upstream not ready: {name} {shown}")
-                continue
-            bad = [t for t in tainted if t.mark.start < mine[1] and t.mark.end > mine[0]]
-            if bad:
-                missing.setdefault(partition.start, _tainted_input(parent, bad))
-                continue
-            read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
-            inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
+        need = min_rows_of(parent, sources, upstream_spec)
+        upstream.read(engine, state, spec, parent, need, batch, partitions, taint_policy)
     source_rows = 0
     source_values: dict[int, dict[str, str | None]] = {}
     baselines = _published_previous(state, spec, batch, partitions)
@@ -113,6 +94,7 @@ def read_inputs(
                     )
                     continue
                 source_rows += keyed.checksum.rows
+                upstream.rows[partition.start][source.name] = keyed.checksum.rows
                 _set_source_rows(
                     baselines, counting, source.name, partition.start, keyed.checksum.rows
                 )
@@ -135,6 +117,7 @@ def read_inputs(
                 source_values.setdefault(partition.start, {})[rule.name] = value
             profile = found.checksum if found else Checksum(0, 0)
             _set_source_rows(baselines, counting, source.name, partition.start, profile.rows)
+            upstream.rows[partition.start][source.name] = profile.rows
             if profile.rows < source.min_rows:
                 missing.setdefault(
                     partition.start,
@@ -146,7 +129,103 @@ def read_inputs(
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(profile))
             )
-    return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+    empty_ok = {s for s in spec.sources if sources[s].min_rows == 0} | upstream.empty_ok
+    return ReadPlan(
+        inputs,
+        missing,
+        source_rows,
+        source_values,
+        baselines,
+        *upstream.found(),
+        input_rows=upstream.rows,
+        empty_ok=frozenset(empty_ok),
+    )
+
+
+@dataclass
+class _Upstream:
+    """What a batch reads of its upstream models: each partition's inputs, or why it cannot
+    run (`missing`, shared with the sources' reads)."""
+
+    inputs: dict[int, list[Input]]
+    missing: dict[int, str]
+    diverged: list[Divergence] = field(default_factory=list)
+    refused: set[int] = field(default_factory=set)
+    # per partition start: each input's rows in its window (the sources' added as read)
+    rows: dict[int, dict[str, int]] = field(init=False)
+    empty_ok: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rows = {start: {} for start in self.inputs}
+
+    def found(self) -> tuple[tuple[Divergence, ...], frozenset[int]]:
+        return tuple(self.diverged), frozenset(self.refused)
+
+    def read(
+        self,
+        engine: Engine,
+        state: StateStore,
+        spec: ModelSpec,
+        parent: ModelSpec,
+        need: int,
+        batch: PartitionRange,
+        partitions: Sequence[PartitionKey],
+        taint_policy: TaintPolicy,
+    ) -> None:
+        """Each partition's window of `parent`: published in the ledger, held by the
+        warehouse, free of open marks (under the block policy), and each of its partitions
+        holding at least `need` rows (the ledger's count: the markers say it is theirs)."""
+        name, missing = parent.name, self.missing
+        if need == 0:
+            self.empty_ok.add(name)
+        # a key-list partition has no time window: it reads all a time-grained model published
+        reads_all = bool(spec.keys) and not parent.keys
+        if reads_all:
+            spans = state.published_intervals(name, *EVERYTHING)
+            if not spans:
+                for partition in partitions:
+                    missing.setdefault(partition.start, f"upstream not ready: {name} is empty")
+                return
+            window = (spans[0][0], spans[-1][1])
+        else:
+            window = _clip(parent, batch.start, batch.end)
+        rows = state.partitions(name, floor(parent.grain, window[0]), window[1])
+        published = [
+            (p.partition_start, p.partition_end, p.attempt_id) for p in rows if p.attempt_id
+        ]
+        held = [p for p in rows if p.attempt_id]
+        have = IntervalSet.of([(s, e) for s, e, _ in published])
+        gone = diverged(engine, name, parent.grain.value, published)
+        self.diverged += gone.values()
+        tainted = (
+            state.open_taints(name, window[0], window[1])
+            if taint_policy is TaintPolicy.BLOCK
+            else []
+        )
+        for partition in partitions:
+            mine = window if reads_all else _clip(parent, partition.start, partition.end)
+            gaps = IntervalSet.of([mine]).minus(have)
+            if gaps:
+                shown = ", ".join(r.label(parent.keys) for r in gaps.ranges(parent.grain))
+                missing.setdefault(partition.start, f"upstream not ready: {name} {shown}")
+                continue
+            lost = [d for d in gone.values() if d.start < mine[1] and d.end > mine[0]]
+            if lost:
+                missing.setdefault(partition.start, refusal(parent, lost))
+                self.refused.add(partition.start)
+                continue
+            bad = [t for t in tainted if t.mark.start < mine[1] and t.mark.end > mine[0]]
+            if bad:
+                missing.setdefault(partition.start, _tainted_input(parent, bad))
+                continue
+            within = [p for p in held if p.partition_start < mine[1] and p.partition_end > mine[0]]
+            thin = [p for p in within if (p.rows or 0) < need]
+            if thin:
+                missing.setdefault(partition.start, _too_few_rows(parent, thin, need))
+                continue
+            self.rows[partition.start][name] = sum(p.rows or 0 for p in within)
+            read = tuple(a for s, e, a in published if s < mine[1] and e > mine[0] and a)
+            self.inputs[partition.start].append(Input(name, "model", mine[0], mine[1], None, read))
 
 
 @dataclass(frozen=True)
@@ -193,6 +272,7 @@ def _cursor_inputs(
     baselines: dict[int, dict[str, int | None]] = {}
     counting = _relative_checks(spec, "source")
     source_values: dict[int, dict[str, str | None]] = {}
+    input_rows: dict[int, dict[str, int]] = {p.start: {} for p in partitions}
     source_rows = 0
     for partition in partitions:
         for source in (sources[name] for name in spec.sources):
@@ -215,11 +295,20 @@ def _cursor_inputs(
             else:
                 found = engine.source_fingerprint(source.table, source.time_column, {})
             source_rows += found.rows
+            input_rows[partition.start][source.name] = found.rows
             _set_source_rows(baselines, counting, source.name, partition.start, found.rows)
             inputs[partition.start].append(
                 Input(source.name, "source", partition.start, partition.end, str(found))
             )
-    return ReadPlan(inputs, missing, source_rows, source_values, baselines)
+    return ReadPlan(
+        inputs,
+        missing,
+        source_rows,
+        source_values,
+        baselines,
+        input_rows=input_rows,
+        empty_ok=frozenset(s for s in spec.sources if sources[s].min_rows == 0),
+    )
 
 
 def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
@@ -231,10 +320,30 @@ def _tainted_input(parent: ModelSpec, bad: Sequence[TaintedPartition]) -> str:
             f"upstream tainted: {parent.name} {label}{more} ({first.reason}); "
             f"`tidegate recover {first.origin}` recomputes it"
         )
-    # a stale, diverged or missing partition is recomputed where it is, not at an origin
+    if first.kind in WAREHOUSE_KINDS:
+        # the warehouse was found without them: republishing them whole clears the marks
+        span = PartitionRange(
+            parent.grain, first.mark.start, max(t.mark.end for t in bad), parent.chunk_size
+        )
+        return (
+            f"upstream {first.kind.label}: {parent.name} {label}{more} ({first.reason}); "
+            f"`tidegate backfill {parent.name} --partitions {span.label(parent.keys)}` "
+            "republishes it"
+        )
+    # a stale partition is recomputed where it is, with what was built from it
     return (
         f"upstream {first.kind.label}: {parent.name} {label}{more} ({first.reason}); "
         f"`tidegate recover {parent.name} --partitions {label}` recomputes it"
+    )
+
+
+def _too_few_rows(parent: ModelSpec, thin: Sequence[PublishedPartition], need: int) -> str:
+    first = thin[0]
+    label = PartitionKey(parent.grain, first.partition_start, first.partition_end)
+    more = f" and {len(thin) - 1} more" if len(thin) > 1 else ""
+    return (
+        f"upstream {parent.name} {label.label(parent.keys)} holds {first.rows or 0} row(s) "
+        f"(at least {need} expected, its min_rows){more}"
     )
 
 

@@ -14,9 +14,9 @@ from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.errors import EngineError, ModelError
-from tidegate.domain.model import Column, ModelSpec, Version
+from tidegate.domain.model import Column, ModelSpec, Reconciliation, Version
 from tidegate.domain.partitions import PartitionKey, PartitionRange
-from tidegate.domain.reconciliation import ReconciliationResult, compare
+from tidegate.domain.reconciliation import ReconciliationResult, Sides, compare
 from tidegate.engines.base import Engine, PartitionProfile, bound_values, window_bounds
 from tidegate.execution.audit import (
     builtin_checks,
@@ -28,7 +28,7 @@ from tidegate.execution.audit import (
     measure_queries,
 )
 from tidegate.execution.crash import crash_point
-from tidegate.execution.inputs import previous_start
+from tidegate.execution.inputs import ReadPlan, previous_start
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,37 @@ class Unit:
     # partition start → relative row_count name → the rows it compares with, read with the
     # inputs (ReadPlan.baselines)
     baselines: dict[int, dict[str, int | None]] = field(default_factory=dict)
+    # partition start → input → its rows in the window; and the inputs allowed to be empty
+    input_rows: dict[int, dict[str, int]] = field(default_factory=dict)
+    empty_ok: frozenset[str] = frozenset()
+
+    @staticmethod
+    def reading(
+        plan: ReadPlan,
+        window: PartitionRange,
+        partitions: Sequence[PartitionKey],
+        attempts: Mapping[int, str],
+        batch: int,
+    ) -> Unit:
+        """A unit of `partitions`, with what the batch's read of its inputs found for them."""
+        return Unit(
+            window,
+            tuple(partitions),
+            {p.start: attempts[p.start] for p in partitions},
+            batch,
+            {p.start: plan.source_values.get(p.start, {}) for p in partitions},
+            {p.start: plan.baselines.get(p.start, {}) for p in partitions},
+            {p.start: plan.input_rows.get(p.start, {}) for p in partitions},
+            plan.empty_ok,
+        )
+
+    def sides(self, rule: Reconciliation, start: int, target_rows: int) -> Sides:
+        """What a reconciliation of partition `start` compares besides values."""
+        return Sides(
+            self.input_rows.get(start, {}).get(rule.source, 0),
+            target_rows,
+            rule.source in self.empty_ok,
+        )
 
     def bounds(self, spec: ModelSpec) -> dict[str, object]:
         if spec.cursor is not None:
@@ -177,12 +208,12 @@ def _compute_key(
         staging,
         judge_all(contract, checks, measured, unit.partitions, rows, unit.baselines),
         {partition.start: checksum},
-        _reconcile_unit(engine, spec, staging, unit),
+        _reconcile_unit(engine, spec, staging, unit, checksum.rows),
     )
 
 
 def _reconcile_unit(
-    engine: Engine, spec: ModelSpec, staging: str, unit: Unit
+    engine: Engine, spec: ModelSpec, staging: str, unit: Unit, rows: int
 ) -> dict[int, list[ReconciliationResult]]:
     """A partition computed alone (a cursor interval): each rule's source side, read with the
     inputs, against its target side over the staged rows."""
@@ -193,7 +224,7 @@ def _reconcile_unit(
     sources = unit.source_values.get(partition.start, {})
     return {
         partition.start: [
-            compare(rule, sources.get(rule.name), target)
+            compare(rule, sources.get(rule.name), target, unit.sides(rule, partition.start, rows))
             for rule, target in zip(spec.reconciliations, targets, strict=True)
         ]
     }
@@ -308,6 +339,7 @@ def _reconcile(
                 rule,
                 source_values.get(p.start, {}).get(rule.name),
                 _value(produced[p.start], index),
+                unit.sides(rule, p.start, produced[p.start].checksum.rows),
             )
             for index, rule in enumerate(spec.reconciliations)
         ]

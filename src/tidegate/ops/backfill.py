@@ -462,6 +462,11 @@ def verdict(report: Report, command: str = KIND) -> tuple[RunStatus, str | None]
         return RunStatus.FAILED, f"stop-loss {trigger_text(report.trigger)}"
     if report.stopped:
         return RunStatus.STOPPED, f"stopped on request; resume with `tidegate {command} resume`"
+    if report.refusal is not None:
+        # resuming alone would refuse them again: the upstream must be republished first
+        return RunStatus.FAILED, (
+            f"{report.failed} partition(s) failed, {report.skipped} skipped; {report.refusal}"
+        )
     if report.failed or report.skipped:
         return RunStatus.FAILED, (
             f"{report.failed} partition(s) failed, {report.skipped} skipped; resume retries them"

@@ -41,6 +41,7 @@ from tidegate.engines.factory import SHARED_HINT, open_engine, shares_writes, te
 from tidegate.execution.executor import NO_STOP_LOSS, Executor, Options, Outcome, Report
 from tidegate.execution.programs import ProjectStager
 from tidegate.execution.reconcile import settle_left
+from tidegate.execution.upstream_marks import run_refusal
 from tidegate.ops import backfill
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
@@ -262,6 +263,7 @@ def _report(tally: RunTally, halt: str | None, run: Run, ctx: Context) -> Report
         progress=done.progress(_elapsed(run, ctx)),
         trigger=None if halt is None else Trigger(**json.loads(halt)),
         stopped=run.stop_requested_at is not None,
+        refusal=run_refusal(ctx.state, run.run_id, ctx.project.model),
     )
 
 

@@ -292,6 +292,7 @@ def _add(total: Report, report: Report) -> None:
     )
     total.trigger = total.trigger or report.trigger
     total.stopped = total.stopped or report.stopped
+    total.refusal = total.refusal or report.refusal
 
 
 def _seq(ctx: Context, version_id: str) -> str:

@@ -122,6 +122,7 @@ def run(
         announce_start(ctx, run_id, [v.model for v, _ in plan])
         executor = session.executor(SystemTimer())
         outcomes: list[Outcome] = []
+        refusals: list[str] = []
         with ctx.closing_run(run_id):
             for version, chosen in plan:
                 if chosen is None:
@@ -133,10 +134,18 @@ def run(
                     batches = enumerate(
                         PartitionRange(chosen.grain, k.start, k.end, chosen.step) for k in chosen
                     )
-                executor.execute(run_id, version, batches, Options(on_outcome=outcomes.append))
+                report = executor.execute(
+                    run_id, version, batches, Options(on_outcome=outcomes.append)
+                )
+                refusals += [report.refusal] if report.refusal else []
         bad = [o for o in outcomes if o.state is not AttemptState.PUBLISHED]
         status = RunStatus.FAILED if bad else RunStatus.SUCCEEDED
-        reason = f"{len(bad)} of {len(outcomes)} partition(s) not published" if bad else None
+        reason = (
+            f"{len(bad)} of {len(outcomes)} partition(s) not published"
+            + "".join(f"; {r}" for r in refusals[:1])
+            if bad
+            else None
+        )
         ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock))
         confirmed = correctness.shadow_previous(session, run_id, pending, outcomes)
     notes += correctness.record(ctx, confirmed)

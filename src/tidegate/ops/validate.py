@@ -193,14 +193,7 @@ def shadow_run(
     read = [(i.upstream, i.fingerprint) for i in plan.inputs.get(partition.start, [])]
     if partition.start in plan.missing:
         return Verdict(label, "skipped", reason=plan.missing[partition.start]), read
-    unit = Unit(
-        window,
-        (partition,),
-        {partition.start: tag},
-        0,
-        {partition.start: plan.source_values.get(partition.start, {})},
-        {partition.start: plan.baselines.get(partition.start, {})},
-    )
+    unit = Unit.reading(plan, window, (partition,), {partition.start: tag}, 0)
     staging = f"{spec.name}__validate"
     computed = compute(
         engine,

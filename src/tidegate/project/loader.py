@@ -544,6 +544,7 @@ def _build_spec(
         program=program,
         cursor=cursor,
         key_sources=key_sources,
+        min_rows=header.min_rows,
     )
 
 

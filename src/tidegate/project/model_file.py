@@ -118,6 +118,9 @@ class Declaration(_Strict):
     # partition then reads, fingerprints and reconciles with only the rows holding its key
     key_sources: dict[str, str] = {}
     start: str | None = None
+    # the rows a partition must hold for a downstream model to read it (None: the smallest
+    # min_rows of what the model reads)
+    min_rows: int | None = Field(default=None, ge=0)
     # "update" is for update models (UpdateHeader): the loader says so to an SQL model
     write_mode: Literal["overwrite", "merge", "append", "update"] = "overwrite"
     unique_key: list[str] = []

@@ -571,13 +571,13 @@ def _token() -> exp.Expr:
     return exp.Placeholder(this="token")
 
 
-def select_markers(count: int, flavor: Flavor = DUCKDB) -> str:
-    """Markers of `count` attempts, bound as positional parameters."""
-    target = table(MARKERS, META_SCHEMA)
+def select_markers(count: int, flavor: Flavor = DUCKDB, target: exp.Table | None = None) -> str:
+    """Markers of `count` attempts, bound as positional parameters, from the warehouse's
+    marker table or `target` (the Spark catalog's, whose columns are the same)."""
     ids = [exp.Placeholder() for _ in range(count)]
     return flavor.render(
         exp.select(*[column(n) for n in MARKER_COLUMNS])
-        .from_(target)
+        .from_(target or table(MARKERS, META_SCHEMA))
         .where(column("attempt_id").isin(*ids))
     )
 

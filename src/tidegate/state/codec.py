@@ -57,6 +57,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             **({"update": spec.update.config()} if spec.update else {}),
             **({"cursor": spec.cursor.config()} if spec.cursor else {}),
             **({"key_sources": [list(p) for p in spec.key_sources]} if spec.key_sources else {}),
+            **({"min_rows": spec.min_rows} if spec.min_rows is not None else {}),
         },
         sort_keys=True,
     )
@@ -111,6 +112,7 @@ def spec_from_json(text: str) -> ModelSpec:
         update=UpdateSpec.from_config(data["update"]) if "update" in data else None,
         cursor=_cursor_from(data.get("cursor")),
         key_sources=tuple((source, col) for source, col in data.get("key_sources", [])),
+        min_rows=data.get("min_rows"),
     )
 
 
