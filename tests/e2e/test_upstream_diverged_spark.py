@@ -42,12 +42,12 @@ def test_spark_refuses_a_month_over_days_its_catalog_lost(tmp_path: Path) -> Non
     refused = cli(project, "run", "monthly_revenue", "--partition", "2025-01", code=1)
 
     assert (
-        "upstream diverged: daily_revenue 2025-01-11: the warehouse holds no commit marker "
+        "upstream missing: daily_revenue 2025-01-11: the warehouse holds no commit marker "
         "of its published attempt" in refused_line(refused)
     )
     assert published_month(project) is None
     assert open_marks(project) == [
-        ("daily_revenue", d, MarkKind.DIVERGED) for d in JANUARY_DAYS[10:]
+        ("daily_revenue", d, MarkKind.MISSING) for d in JANUARY_DAYS[10:]
     ]
 
     backfill_days(project, "2025-01-11..2025-01-31")

@@ -225,6 +225,12 @@ class ModelSpec:
         return parse_partition(text, self.grain, self.keys, self.chunk_size)
 
     @property
+    def published_table(self) -> str:
+        """The warehouse table holding what the model published: its own, or the existing
+        table an update model writes in place."""
+        return self.update.table if self.update is not None else self.name
+
+    @property
     def single_unit(self) -> bool:
         """Whether each partition is computed, audited and published alone, with no time
         buckets: a key of a key list, or a cursor model's interval."""

@@ -137,13 +137,13 @@ def check_on_start(engine: Engine, state: StateStore, project: Project, at: str)
     if not newest:
         return []
     held = engine.markers(list(newest.values()))
+    specs = {model: project.model(model) for model in newest}
     findings: list[Finding] = []
     for model, attempt in newest.items():
-        exists = engine.table_columns(model) is not None
+        exists = engine.table_columns(specs[model].published_table) is not None
         if exists and attempt in held:
             continue
         findings += compare_model(state, engine, model, *EVERY, exists).findings(model)
-    specs = {model: project.model(model) for model in newest}
     marked = record(
         state,
         findings,

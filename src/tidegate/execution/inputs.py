@@ -195,7 +195,7 @@ class _Upstream:
         ]
         held = [p for p in rows if p.attempt_id]
         have = IntervalSet.of([(s, e) for s, e, _ in published])
-        gone = diverged(engine, name, parent.grain.value, published)
+        gone = diverged(engine, parent, published)
         self.diverged += gone.values()
         tainted = (
             state.open_taints(name, window[0], window[1])

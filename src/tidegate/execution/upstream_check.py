@@ -26,20 +26,22 @@ RESTORED_HINT = " (restored from an older copy?)"
 class Divergence:
     """A published upstream partition (by the ledger) that the warehouse does not hold."""
 
-    kind: MarkKind  # DIVERGED or MISSING
+    kind: MarkKind  # MISSING: the table or the marker is gone
     model: str
     grain: str
     start: int
     end: int
     attempt_id: str
     table_gone: bool
+    # the markers of other partitions of the same read are there: another state of the table
+    restored: bool = False
 
     @property
     def cause(self) -> str:
         """What differs, the same for every partition found in one read (a mark's reason)."""
         if self.table_gone:
             return f"the table {self.model} is not in the warehouse"
-        hint = RESTORED_HINT if self.kind is MarkKind.DIVERGED else ""
+        hint = RESTORED_HINT if self.restored else ""
         return f"the warehouse holds no commit marker of the published attempt{hint}"
 
     @property
@@ -47,29 +49,35 @@ class Divergence:
         """What differs for this partition."""
         if self.table_gone:
             return self.cause
-        hint = RESTORED_HINT if self.kind is MarkKind.DIVERGED else ""
+        hint = RESTORED_HINT if self.restored else ""
         return (
             f"the warehouse holds no commit marker of its published attempt {self.attempt_id}{hint}"
         )
 
 
 def diverged(
-    engine: Engine, model: str, grain: str, published: Sequence[tuple[int, int, str]]
+    engine: Engine, upstream: ModelSpec, published: Sequence[tuple[int, int, str]]
 ) -> dict[int, Divergence]:
     """Of the upstream partitions the ledger says are published ((start, end, attempt)), those
     the warehouse does not hold, by start. Read-only: one probe of the table and one marker
     query (none when nothing is published)."""
     if not published:
         return {}
-    if engine.table_columns(model) is None:
+    model, grain = upstream.name, upstream.grain.value
+    if engine.table_columns(upstream.published_table) is None:
         return {
             s: Divergence(MarkKind.MISSING, model, grain, s, e, a, table_gone=True)
             for s, e, a in published
         }
     held = engine.markers([a for _, _, a in published])
     absent = [(s, e, a) for s, e, a in published if a not in held]
-    kind = MarkKind.DIVERGED if held else MarkKind.MISSING
-    return {s: Divergence(kind, model, grain, s, e, a, table_gone=False) for s, e, a in absent}
+    # missing, as `verify` calls a partition without its marker; when the markers of others
+    # read with it are there, the warehouse is likely an older copy of itself
+    restored = bool(held)
+    return {
+        s: Divergence(MarkKind.MISSING, model, grain, s, e, a, False, restored)
+        for s, e, a in absent
+    }
 
 
 def refusal(parent: ModelSpec, found: Sequence[Divergence]) -> str:

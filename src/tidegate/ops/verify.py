@@ -106,7 +106,7 @@ def _verify_model(
     sample_size: int | None,
 ) -> ModelReport:
     start, end = (chosen.start, chosen.end) if chosen is not None else EVERY
-    exists = engine.table_columns(spec.name) is not None
+    exists = engine.table_columns(spec.published_table) is not None
     found = compare_model(ctx.state, engine, spec.name, start, end, exists)
     how = Checksums("off")
     measured: dict[int, str] | None = None
