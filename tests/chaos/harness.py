@@ -105,6 +105,12 @@ class Outputs:
     checksums: dict[int, str]
 
 
+def writers(stores: Stores) -> set[tuple[Any, ...]]:
+    """(run, process) of every run the ledger knows: a writer past its start-up adds one (a
+    new run, or a resumed one reopened by another process)."""
+    return set(stores.ledger("SELECT run_id, pid FROM runs"))
+
+
 def draw_fault(rng: random.Random) -> str | None:
     if rng.random() >= FAULT_SHARE:
         return None
@@ -134,6 +140,9 @@ def survive(
     if tampering is not None:
         tampering.keep()
     rows = [v.rows for v in versions]
+    # the writers the ledger knew when the warehouse was last changed behind its back: until a
+    # restart passed its start-up (a run created or reopened), nothing of tidegate has looked
+    unseen: set[tuple[Any, ...]] | None = None
     while argv is not None and len(survived) < kills:
         kill = draw_kill(rng)
         result = attempt(argv, kill, stores)
@@ -141,13 +150,18 @@ def survive(
             break
         assert result.exit_code == -signal.SIGKILL, (argv, str(kill), result.stderr)
         survived.append(f"{_name(argv)}|{kill}")
-        assert_consistent(stores, rows, f"after {survived} {faults}")
-        assert_green_is_right(stores, versions, f"after {survived} {faults}")
+        if unseen is not None and not writers(stores) - unseen:
+            faults.append(f"kill {len(survived)} came before the restart's start-up")
+        else:
+            unseen = None
+            assert_consistent(stores, rows, f"after {survived} {faults}")
+            assert_green_is_right(stores, versions, f"after {survived} {faults}")
         argv = chain.restart(stores)
         fault = None if tampering is None or argv is None else draw_fault(rng)
         if fault is not None and tampering is not None:
             getattr(tampering, FAULT_ACTIONS[fault])()
             faults.append(f"warehouse {fault} after kill {len(survived)}")
+            unseen = writers(stores)
             tampered = True
         elif tampering is not None and rng.random() < 0.5:
             tampering.keep()
