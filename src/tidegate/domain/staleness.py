@@ -53,6 +53,10 @@ class Reader:
     attempt_id: str
     read_attempts: tuple[str, ...]
 
+    def marked(self, depth: int, via_model: str, via_start: int) -> Mark:
+        """Its stale mark, reached at `depth` through that upstream partition."""
+        return Mark(self.model, self.start, self.end, self.attempt_id, depth, via_model, via_start)
+
 
 ReadersOf = Callable[[str, int, int], Sequence[Reader]]
 """(upstream model, start, end) → the published partitions of any model whose attempt read a
@@ -70,15 +74,7 @@ def stale_marks(replaced: Replacement, outdated: Collection[str], readers: Reade
     for reader in readers(replaced.model, replaced.start, replaced.end):
         if (reader.model, reader.start) in found or not set(reader.read_attempts) & set(outdated):
             continue
-        mark = Mark(
-            reader.model,
-            reader.start,
-            reader.end,
-            reader.attempt_id,
-            1,
-            replaced.model,
-            replaced.start,
-        )
+        mark = reader.marked(1, replaced.model, replaced.start)
         found[(reader.model, reader.start)] = mark
         frontier.append(mark)
     while frontier:
@@ -87,15 +83,7 @@ def stale_marks(replaced: Replacement, outdated: Collection[str], readers: Reade
             for reader in readers(upstream.model, upstream.start, upstream.end):
                 if (reader.model, reader.start) in found:
                     continue
-                mark = Mark(
-                    reader.model,
-                    reader.start,
-                    reader.end,
-                    reader.attempt_id,
-                    upstream.depth + 1,
-                    upstream.model,
-                    upstream.start,
-                )
+                mark = reader.marked(upstream.depth + 1, upstream.model, upstream.start)
                 found[(reader.model, reader.start)] = mark
                 below.append(mark)
         frontier = below
