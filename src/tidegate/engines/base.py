@@ -377,8 +377,9 @@ class Engine(Protocol):
         self, model: str, start: int = EVERY[0], end: int = EVERY[1]
     ) -> list[CommitMarker]:
         """Every commit marker of `model` whose partition starts in [start, end), in partition
-        order and, within a partition, oldest first (by published_at, then attempt id); none
-        before anything was published. Read-only (works on a read-only handle)."""
+        order and, within a partition, oldest first (by attempt id: published_at follows
+        `--as-of`); none before anything was published. Read-only (works on a read-only
+        handle)."""
 
     def drop_staging(self, staging: str | None = None) -> int:
         """Drop one staging table, or every one when `staging` is None. Idempotent."""

@@ -102,7 +102,7 @@ SELECT_MARKERS_OF = """
 SELECT attempt_id, model, grain, partition_start, partition_end, run_id, version_id, checksum,
        published_at
 FROM tidegate_spark_markers WHERE model = ? AND partition_start >= ? AND partition_start < ?
-ORDER BY partition_start, published_at, attempt_id"""
+ORDER BY partition_start, attempt_id"""
 MARKERS_TABLE = "tidegate_spark_markers"
 MARKERS_PER_QUERY = 500
 SELECT_MARKED_START = """

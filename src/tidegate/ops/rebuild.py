@@ -98,7 +98,8 @@ def _markers(ctx: Context) -> list[CommitMarker]:
         found = [m for model in ctx.project.order for m in reader.markers_of(model)]
     finally:
         reader.close()
-    return sorted(found, key=lambda m: (m.published_at, m.attempt_id))
+    # attempt ids follow the wall clock; published_at follows --as-of
+    return sorted(found, key=lambda m: m.attempt_id)
 
 
 def _placeholders(ctx: Context, markers: Sequence[CommitMarker], current: set[str]) -> list[str]:

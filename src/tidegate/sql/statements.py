@@ -584,7 +584,9 @@ def select_markers(count: int, flavor: Flavor = DUCKDB, target: exp.Table | None
 
 def select_markers_of(flavor: Flavor = DUCKDB) -> str:
     """Markers of one model whose partition starts in [start, end), bound as positional
-    parameters (model, start, end), in partition order and, within one, oldest first."""
+    parameters (model, start, end), in partition order and, within one, oldest first: by
+    attempt id, made from the wall clock when the attempt began (published_at follows
+    `--as-of`, which may put a later publish before an earlier one)."""
     target = table(MARKERS, META_SCHEMA)
     start = column("partition_start")
     return flavor.render(
@@ -597,7 +599,7 @@ def select_markers_of(flavor: Flavor = DUCKDB) -> str:
                 exp.LT(this=start, expression=exp.Placeholder()),
             )
         )
-        .order_by(start, column("published_at"), column("attempt_id"))
+        .order_by(start, column("attempt_id"))
     )
 
 
