@@ -30,9 +30,15 @@ def taint(taint_id: str, start: int, end: int) -> Taint:
     return Taint(taint_id, "daily_revenue", "day", start, end, "dup load", "alice", AT)
 
 
-def publish(store: StateStore, attempt_id: str, day: int = 0, run_id: str = RUN_A) -> None:
+def publish(
+    store: StateStore,
+    attempt_id: str,
+    day: int = 0,
+    run_id: str = RUN_A,
+    checksum: str = "1:00000000000000aa",
+) -> None:
     store.create_attempt(attempt(attempt_id, run_id, day))
-    _publish(store, attempt_id)
+    _publish(store, attempt_id, checksum)
 
 
 def publish_month(
@@ -51,10 +57,10 @@ def publish_month(
     _publish(store, attempt_id)
 
 
-def _publish(store: StateStore, attempt_id: str) -> None:
+def _publish(store: StateStore, attempt_id: str, checksum: str = "1:00000000000000aa") -> None:
     for state in (AttemptState.RUNNING, AttemptState.STAGED):
         store.move_attempt(attempt_id, state, AT)
-    store.move_attempt(attempt_id, AttemptState.AUDITED, AT, rows=1, checksum="1:00000000000000aa")
+    store.move_attempt(attempt_id, AttemptState.AUDITED, AT, rows=1, checksum=checksum)
     store.publish(attempt_id, AT)
 
 
@@ -70,6 +76,27 @@ class TaintStoreContract:
             publish(store, f"att-d{day}", day)
         publish_month(store, "att-m0", ("att-d0", "att-d1", "att-d2"))
         return store
+
+    def test_a_republish_with_other_content_leaves_its_readers_stale(
+        self, lineage: StateStore
+    ) -> None:
+        store = lineage
+        publish(store, "att-d1-same", 1)  # the same content: nothing downstream changes
+        assert store.tainted_counts() == {}
+        publish(store, "att-d1-late", 1, checksum="1:00000000000000bb")
+        [stale] = store.marks_of_run(RUN_A, MarkKind.STALE)
+        assert (stale.mark.model, stale.mark.attempt_id, stale.mark.depth) == (
+            "monthly_revenue",
+            "att-m0",
+            1,
+        )
+        assert (stale.mark.via_model, stale.mark.via_start) == ("daily_revenue", T0 + DAY)
+        assert "att-d1-same -> att-d1-late" in stale.reason
+        assert store.tainted_counts() == {"monthly_revenue": {MarkKind.STALE: 1}}
+        assert [e.kind for e in store.events("monthly_revenue")] == ["stale"]
+        # recomputing the month clears it
+        publish_month(store, "att-m1", ("att-d0", "att-d1-late", "att-d2"), started=LATEST)
+        assert store.tainted_counts() == {}
 
     def test_a_taint_marks_its_range_and_every_partition_that_read_it(
         self, lineage: StateStore
