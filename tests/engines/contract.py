@@ -943,9 +943,10 @@ class EngineContract:
         assert engine.markers_of("events") == []
         second = self.publish_rows(engine, DAY2_ROWS, DAY2, "att-2")
         first = self.publish_rows(engine, DAY1_ROWS, DAY1, "att-1")
-        # republished later by an attempt whose id sorts first: time orders a partition's markers
+        # republished by a later attempt backdated with --as-of: its publish time sorts first,
+        # but attempt ids (from the wall clock when each began) order a partition's markers
         later = self.publish_rows(
-            engine, DAY1_ROWS[:1], DAY1, "att-0", published_at="2025-01-03T00:00:00.000000+00:00"
+            engine, DAY1_ROWS[:1], DAY1, "att-9", published_at="2024-12-01T00:00:00.000000+00:00"
         )
         other = self.publish_rows(engine, DAY1_ROWS, DAY1, "att-o", table="others")
         assert engine.markers_of("events") == [first, later, second]
