@@ -143,21 +143,30 @@ def stale_notes(ctx: Context, stale: Sequence[TaintedPartition]) -> list[str]:
     for model, marks in grouped.items():
         for label in labels(ctx, model, _spans(marks)):
             notes.append(f"  {model} {label}")
-    for model in _ordered(ctx, [m for m, g in grouped.items() if g[0].mark.depth == 1]):
-        spans = _spans(grouped[model])
-        spec = ctx.project.model(model)
-        # recover takes the marked partitions of one range: the span covering them all
-        shown = spec.span(spans[0][0], max(e for _, e in spans)).label(spec.keys)
-        notes.append(f"recompute: tidegate recover {model} --partitions {shown}")
+    for model, span in recoveries(ctx, stale):
+        notes.append(f"recompute: tidegate recover {model} --partitions {span}")
     return notes
+
+
+def recoveries(ctx: Context, stale: Sequence[TaintedPartition]) -> list[tuple[str, str]]:
+    """(model, range) of the recoveries that recompute `stale`: one per model reached first
+    (depth 1; each takes what was built from it along), upstream first, over the span covering
+    its marked partitions (recover takes the marked partitions of one range)."""
+    first: dict[str, list[tuple[int, int]]] = {}
+    for marked in stale:
+        if marked.mark.depth == 1:
+            first.setdefault(marked.mark.model, []).append((marked.mark.start, marked.mark.end))
+    found = []
+    for model in (m for m in ctx.project.order if m in first):
+        spec = ctx.project.model(model)
+        spans = first[model]
+        span = spec.span(min(s for s, _ in spans), max(e for _, e in spans))
+        found.append((model, span.label(spec.keys)))
+    return found
 
 
 def _spans(marks: Sequence[TaintedPartition]) -> list[tuple[int, int]]:
     return [(t.mark.start, t.mark.end) for t in marks]
-
-
-def _ordered(ctx: Context, models: Sequence[str]) -> list[str]:
-    return [m for m in ctx.project.order if m in models]
 
 
 def notices(

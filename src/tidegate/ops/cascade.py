@@ -22,6 +22,7 @@ from tidegate.domain.partitions import IntervalSet
 from tidegate.domain.taint import MarkKind
 from tidegate.execution.executor import Outcome
 from tidegate.ops import recover
+from tidegate.ops.announce import recoveries
 from tidegate.ops.context import Context
 
 # a rerun's cascade recovers in batches of this size, as `recover` does by default
@@ -60,17 +61,11 @@ class Cascade:
 
 def requests(ctx: Context, run_id: str, batch_size: int, concurrency: int) -> list[recover.Request]:
     """One recovery per model the run's publishes left stale first, upstream first."""
-    first: dict[str, list[tuple[int, int]]] = {}
-    for marked in ctx.state.marks_of_run(run_id, MarkKind.STALE):
-        if marked.mark.depth == 1:
-            first.setdefault(marked.mark.model, []).append((marked.mark.start, marked.mark.end))
-    found = []
-    for model in (m for m in ctx.project.order if m in first):
-        spec = ctx.project.model(model)
-        spans = first[model]
-        span = spec.span(min(s for s, _ in spans), max(e for _, e in spans))
-        found.append(recover.Request(model, span.label(spec.keys), batch_size, concurrency))
-    return found
+    stale = ctx.state.marks_of_run(run_id, MarkKind.STALE)
+    return [
+        recover.Request(model, span, batch_size, concurrency)
+        for model, span in recoveries(ctx, stale)
+    ]
 
 
 def run(
