@@ -9,10 +9,10 @@ import pytest
 
 from tidegate.sql.model_sql import (
     SqlProblem,
-    is_valid_predicate,
     parameters,
     parse_query,
     parse_type,
+    predicate_problem,
     referenced_tables,
 )
 
@@ -75,7 +75,11 @@ def test_unknown_types_are_refused(declared: str) -> None:
 
 
 def test_predicates() -> None:
-    assert is_valid_predicate("net_revenue <= gross_revenue")
-    assert not is_valid_predicate("1 = 1; DROP TABLE orders")
-    assert not is_valid_predicate("SELECT 1")
-    assert not is_valid_predicate("net_revenue <=")
+    assert predicate_problem("net_revenue <= gross_revenue") is None
+    assert predicate_problem("1 = 1; DROP TABLE orders") == "is not a valid SQL predicate"
+    assert predicate_problem("SELECT 1") == "is not a valid SQL predicate"
+    assert predicate_problem("net_revenue <=") == "is not a valid SQL predicate"
+    assert predicate_problem("length(current_setting('threads')) > 0") == (
+        "function current_setting is not allowed in a check: "
+        "a model does not read or change the engine's settings"
+    )

@@ -26,6 +26,10 @@ from tidegate.sql.model_sql import SqlProblem, parse_type
 WAIT_STEP_SECONDS = 0.2
 # Parsed statements a handle keeps: the same few dozen run for every batch of a session.
 PARSED_KEPT = 256
+# The warehouse's connection reaches no file but its own: whatever SQL runs on it (a model's,
+# a check's) cannot read or write the file system, attach another database or load an
+# extension from disk. sql/sandbox.py refuses such calls at build; this holds if one slips by.
+SANDBOX = {"enable_external_access": False}
 
 
 def _column(name: str, type_text: str, nullable: bool) -> Column:
@@ -136,7 +140,7 @@ class DuckDBEngine(DuckDBPublish):
             try:
                 if read_only and not path.exists():
                     raise UsageError(f"warehouse {path} does not exist")
-                return duckdb.connect(str(path), read_only=read_only)
+                return duckdb.connect(str(path), read_only=read_only, config=SANDBOX)
             except duckdb.IOException as error:
                 if not _is_lock_conflict(error):
                     raise UsageError(f"cannot open warehouse {path}: {error}") from None

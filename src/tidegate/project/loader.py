@@ -41,12 +41,12 @@ from tidegate.project.update_model import update_spec
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
-    is_valid_aggregate,
-    is_valid_predicate,
+    aggregate_problem,
     line_of,
     parameters,
     parse_query,
     parse_type,
+    predicate_problem,
     referenced_tables,
     table_line,
 )
@@ -330,10 +330,11 @@ def _checks(
                     f"checks[{index}]: column {col!r} is not in columns",
                     model.check_line(index, key),
                 )
-        if declared.type == "expression" and not is_valid_predicate(params["expression"]):
+        refused = predicate_problem(params["expression"]) if declared.type == "expression" else None
+        if refused is not None:
             raise ConfigError(
                 model.path,
-                f"checks[{index}]: expression is not a valid SQL predicate",
+                f"checks[{index}]: expression {refused}",
                 model.check_line(index, "expression"),
             )
         problem = _check_problem(
@@ -670,12 +671,9 @@ def _reconciliations(
                 line,
             )
         for field in ("source_expression", "target_expression"):
-            if not is_valid_aggregate(getattr(item, field)):
-                raise ConfigError(
-                    model.path,
-                    f"reconciliations[{index}]: {field} is not an aggregate expression",
-                    line,
-                )
+            problem = aggregate_problem(getattr(item, field))
+            if problem is not None:
+                raise ConfigError(model.path, f"reconciliations[{index}]: {field} {problem}", line)
         if not IDENTIFIER.match(item.name) or item.name in {r.name for r in found}:
             raise ConfigError(
                 model.path, f"reconciliations[{index}]: name {item.name!r} is not unique", line

@@ -11,6 +11,8 @@ from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokenizer_core import TokenType
 
+from tidegate.sql.sandbox import refused_call
+
 DIALECT = "duckdb"
 BOUND_PARAMETERS = frozenset({"start", "end", "key"})
 # Statements that write or change a session, wherever they sit in a model's SELECT: a
@@ -48,7 +50,8 @@ class SqlProblem(Exception):
 
 
 def parse_query(sql: str) -> exp.Query:
-    """Parse exactly one SELECT (or set operation); anything that writes is refused."""
+    """Parse exactly one SELECT (or set operation); anything that writes, and any call that
+    reads or acts outside the tables it names (sql/sandbox.py), is refused."""
     try:
         # the whole text before the error as context: sqlglot's token.line drifts after `$name`
         parsed = sqlglot.parse(sql, dialect=DIALECT, error_message_context=len(sql))
@@ -78,6 +81,9 @@ def parse_query(sql: str) -> exp.Query:
             f"a model only reads; this SELECT holds a {write.key.upper()} that would write",
             _statement_line(sql, 0),
         )
+    refused = refused_call(statement)
+    if refused is not None:
+        raise SqlProblem(refused.message(), refused.line(sql))
     return statement
 
 
@@ -173,23 +179,33 @@ def parse_type(text: str) -> str:
     return data_type.sql(dialect=DIALECT)
 
 
-def is_valid_predicate(text: str) -> bool:
+def predicate_problem(text: str, what: str = "a check") -> str | None:
+    """Why `text` cannot be a row predicate (None when it can)."""
     try:
         parsed = sqlglot.parse_one(text, dialect=DIALECT, into=exp.Condition)
     except SqlglotError:
-        return False
-    return parsed is not None and not isinstance(parsed, exp.Query)
+        return "is not a valid SQL predicate"
+    if parsed is None or isinstance(parsed, exp.Query):
+        return "is not a valid SQL predicate"
+    return _refusal(parsed, what)
 
 
-def is_valid_aggregate(text: str) -> bool:
-    """An expression that aggregates rows (sum, count, …), nothing that could write."""
+def aggregate_problem(text: str, what: str = "a reconciliation") -> str | None:
+    """Why `text` cannot be an aggregate over rows (sum, count, …; None when it can)."""
     try:
         parsed = sqlglot.parse_one(text, dialect=DIALECT)
     except SqlglotError:
-        return False
-    return (
-        parsed is not None
-        and not isinstance(parsed, exp.Query)
-        and parsed.find(exp.AggFunc) is not None
-        and parsed.find(exp.Query) is None
-    )
+        return "is not an aggregate expression"
+    if (
+        parsed is None
+        or isinstance(parsed, exp.Query)
+        or parsed.find(exp.AggFunc) is None
+        or parsed.find(exp.Query) is not None
+    ):
+        return "is not an aggregate expression"
+    return _refusal(parsed, what)
+
+
+def _refusal(tree: exp.Expr, what: str) -> str | None:
+    refused = refused_call(tree)
+    return None if refused is None else refused.message(what)

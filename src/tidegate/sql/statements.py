@@ -17,6 +17,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from tidegate.domain.model import CheckSpec, Column
+from tidegate.sql.model_sql import WRITES
+from tidegate.sql.sandbox import refused_call
 
 DIALECT = "duckdb"
 META_SCHEMA = "_tidegate"
@@ -459,10 +461,13 @@ def query_check_problem(
     query = statements[0]
     if not isinstance(query, exp.Query):
         return "must be a SELECT"
-    if query.find(exp.DML, exp.Command, exp.Create, exp.Drop, exp.Alter) is not None:
+    if query.find(*WRITES) is not None:
         return "must not write"
     if query.find(exp.Placeholder) is not None:
         return "takes no $parameters (it reads the staged rows of the whole batch as `this`)"
+    refused = refused_call(query)
+    if refused is not None:
+        return refused.message("a check")
     ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     for found in query.find_all(exp.Table):
         if not isinstance(found.this, exp.Identifier):

@@ -17,6 +17,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from tidegate.domain.model import CheckSpec
+from tidegate.sql.sandbox import refused_call
 from tidegate.sql.statements import DIALECT, DUCKDB, Flavor, check_violations, column, ident, table
 
 Assignments = Sequence[tuple[str, str]]
@@ -106,6 +107,9 @@ def assignment_problem(text: str) -> str | None:
             return f"qualifies column {node.sql(dialect=DIALECT)}; name the table's own columns"
         if isinstance(node, exp.Star):
             return "uses *"
+    refused = refused_call(parsed)
+    if refused is not None:
+        return f"calls {refused.function}, which an update may not: {refused.advice}"
     volatile = volatile_function(parsed)
     if volatile is not None:
         return (
