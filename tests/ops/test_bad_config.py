@@ -259,7 +259,10 @@ CHECK_CASES: dict[str, Bad] = {
         "'monthly_revenue'",
     ),
     "query check reading a file": Bad(
-        query_check("SELECT * FROM read_csv('/etc/passwd')"), DAILY, "read_csv", "function read_csv is not allowed in a check"
+        query_check("SELECT * FROM read_csv('/etc/passwd')"),
+        DAILY,
+        "read_csv",
+        "function read_csv is not allowed in a check",
     ),
     "query check without the partition column": Bad(
         query_check("SELECT status FROM this WHERE order_count < 0"),

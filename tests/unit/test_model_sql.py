@@ -81,5 +81,5 @@ def test_predicates() -> None:
     assert predicate_problem("net_revenue <=") == "is not a valid SQL predicate"
     assert predicate_problem("length(current_setting('threads')) > 0") == (
         "function current_setting is not allowed in a check: "
-        "a model does not read or change the engine's settings"
+        "the engine's settings are not for a project's SQL to read or change"
     )

@@ -42,7 +42,7 @@ _REFUSED: tuple[tuple[re.Pattern[str], str], ...] = (
             r"getenv|duckdb_\w+|pragma_\w+|which_secret|checkpoint|force_checkpoint|"
             r"load_extension|install_extension"
         ),
-        "a model does not read or change the engine's settings",
+        "the engine's settings are not for a project's SQL to read or change",
     ),
     (
         re.compile(
