@@ -27,7 +27,7 @@ _REFUSED: tuple[tuple[re.Pattern[str], str], ...] = (
             r"pg_(read|ls|stat_file)\w*|lo_\w+|sqlite_\w+|postgres_\w+|mysql_\w+|"
             r"dblink\w*|input_file\w*"
         ),
-        "declare the file or database as a source in tidegate.toml",
+        "load the file or database into a warehouse table and declare it under [sources]",
     ),
     (
         re.compile(
