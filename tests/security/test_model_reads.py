@@ -208,3 +208,35 @@ def test_server_side_functions_are_refused_on_postgres(
         [line] = result.stderr.splitlines()
         assert f"function {function} is not allowed in a model" in line, line
     assert state_dump(postgres_warehouse) == before
+
+
+def test_a_version_stored_before_the_rules_is_held_to_them_when_it_runs(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version built by a tidegate without these rules (here: built with the check switched
+    off) keeps its SQL in the ledger; running it, a rollback or a backfill, is refused too."""
+    import tidegate.sql.model_sql as model_sql
+
+    clean = (project / "models" / "daily_revenue.sql").read_text()
+    write_model(project, "daily_revenue", reading("query_table('monthly_revenue') AS leak"))
+    with monkeypatch.context() as switched_off:
+        switched_off.setattr(model_sql, "refused_call", lambda tree: None)
+        for command in (["build"], ["deploy", "daily_revenue", "--force", "--reason", "old"]):
+            result = tidegate(*command, "--project", project)
+            assert result.exit_code == 0, (command, result.stderr)
+    (project / "models" / "daily_revenue.sql").write_text(clean)
+    before = holding_rows(project)
+    ran = tidegate("run", "daily_revenue", "--partition", "2025-03-01", "--project", project)
+    assert ran.exit_code != 0, ran.stdout
+    assert "function query_table is not allowed in a model" in ran.stdout + ran.stderr
+    backfill = tidegate(
+        "backfill", "daily_revenue", "--partitions", "2025-03-01..2025-03-02", "--project", project
+    )
+    assert backfill.exit_code == 3, backfill.stderr
+    assert "function query_table is not allowed in a model" in backfill.stderr
+    assert holding_rows(project) == before
+
+
+def holding_rows(project: Path) -> dict[str, list[tuple[object, ...]]]:
+    """The warehouse's tables that hold rows (a session may create tidegate's empty ones)."""
+    return {name: rows for name, rows in warehouse_dump(project).items() if rows}

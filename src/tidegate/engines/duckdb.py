@@ -29,7 +29,7 @@ PARSED_KEPT = 256
 # The warehouse's connection reaches no file but its own: whatever SQL runs on it (a model's,
 # a check's) cannot read or write the file system, attach another database or load an
 # extension from disk. sql/sandbox.py refuses such calls at build; this holds if one slips by.
-SANDBOX = {"enable_external_access": False}
+SANDBOX: dict[str, str | bool | int | float | list[str]] = {"enable_external_access": False}
 
 
 def _column(name: str, type_text: str, nullable: bool) -> Column:

@@ -12,6 +12,7 @@ from tidegate.engines.base import Engine, bound_values
 from tidegate.execution.audit import contract_problems
 from tidegate.execution.update import table_problems
 from tidegate.project.loader import Project
+from tidegate.sql.sandbox import stored_refusal
 
 
 def version_problems(engine: Engine, project: Project, version: Version) -> list[str]:
@@ -37,6 +38,9 @@ def version_problems(engine: Engine, project: Project, version: Version) -> list
             problems.append(f"source {name}: no column {keys_in} (key_sources)")
     if spec.update is not None:
         problems += table_problems(engine, spec)
+    refused = stored_refusal(version.sql) if spec.program is None else None
+    if refused is not None:
+        problems.append(refused)
     unready = [m for m in spec.upstream if engine.table_columns(m) is None]
     first = spec.first_partition()
     # a program's columns are known once it runs: the audit checks them

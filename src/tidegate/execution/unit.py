@@ -29,6 +29,7 @@ from tidegate.execution.audit import (
 )
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, previous_start
+from tidegate.sql.sandbox import stored_refusal
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,9 @@ class QueryStager:
                 f"{version.model} is a {version.spec.kind.value} model, which runs only in a "
                 "project's writer session"
             )
+        refused = stored_refusal(version.sql)
+        if refused is not None:
+            raise ModelError(f"{version.model} {version.label}: {refused}")
         engine.stage(staging, version.sql, unit.bounds(version.spec))
 
     def interrupt(self) -> None:

@@ -11,10 +11,13 @@ whatever the warehouse engine: the tree is the project dialect's before it is tr
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 # the row generators a model may read FROM: they compute rows, they read nothing
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "generate_subscripts"})
@@ -91,3 +94,15 @@ def function_name(node: exp.Func) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
     return node.sql_name().lower()
+
+
+@functools.lru_cache(maxsize=64)
+def stored_refusal(sql: str, dialect: str = "duckdb") -> str | None:
+    """Why a version's stored SQL may not run (None when it may): a version recorded before
+    these rules, or a rollback to one, is held to them when it runs, not only when it is built."""
+    try:
+        tree = sqlglot.parse_one(sql, dialect=dialect)
+    except (SqlglotError, RecursionError):
+        return None  # the engine's own parser reports what does not parse
+    refused = refused_call(tree)
+    return None if refused is None else refused.message("a model")
