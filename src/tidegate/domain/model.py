@@ -75,13 +75,35 @@ class Reconciliation:
 
 
 @dataclass(frozen=True)
+class SourceFiles:
+    """Where a file source's rows are: an absolute path or glob, and the files' format."""
+
+    path: str
+    format: str  # parquet | csv | json
+    # the path as tidegate.toml spells it (relative to the project): a version's fingerprint
+    # holds it, so that moving the project does not change every model that reads files
+    declared: str = ""
+
+    @property
+    def folder(self) -> str:
+        """The deepest folder holding every file the path names (the one the warehouse may
+        read), with a trailing separator."""
+        head = self.path
+        for mark in ("*", "?", "["):
+            head = head.split(mark)[0]
+        return head.rsplit("/", 1)[0] + "/"
+
+
+@dataclass(frozen=True)
 class Source:
-    """An external table that tidegate reads and never writes."""
+    """An external table that tidegate reads and never writes (with `files`, a view tidegate
+    keeps over Parquet, CSV or JSON files)."""
 
     name: str
     table: str
     time_column: str
     min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
+    files: SourceFiles | None = None
 
 
 @dataclass(frozen=True)

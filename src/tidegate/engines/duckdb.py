@@ -15,7 +15,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.expressions import DataType
 
 from tidegate.domain.errors import BusyError, EngineError, UsageError
-from tidegate.domain.model import Column
+from tidegate.domain.model import Column, SourceFiles
 from tidegate.engines.base import Capabilities
 from tidegate.engines.duckdb_publish import DuckDBPublish
 from tidegate.engines.sql_engine import Params
@@ -26,10 +26,9 @@ from tidegate.sql.model_sql import SqlProblem, parse_type
 WAIT_STEP_SECONDS = 0.2
 # Parsed statements a handle keeps: the same few dozen run for every batch of a session.
 PARSED_KEPT = 256
-# The warehouse's connection reaches no file but its own: whatever SQL runs on it (a model's,
-# a check's) cannot read or write the file system, attach another database or load an
-# extension from disk. sql/sandbox.py refuses such calls at build; this holds if one slips by.
-SANDBOX: dict[str, str | bool | int | float | list[str]] = {"enable_external_access": False}
+FILE_ACCESS_HINT = (
+    "; a model reads files only through a file source: [sources.NAME] path = ... in tidegate.toml"
+)
 
 
 def _column(name: str, type_text: str, nullable: bool) -> Column:
@@ -111,9 +110,11 @@ class DuckDBEngine(DuckDBPublish):
         wait_timeout: float | None = None,
         on_wait: Callable[[str], None] | None = None,
         read_only: bool = False,
+        files: Mapping[str, SourceFiles] | None = None,
     ) -> None:
         self.path = path
         self._con = self._connect(path, wait, wait_timeout, on_wait, read_only)
+        self._close_file_access(files or {})
         self._con.execute("SET TimeZone = 'UTC'")
         # DuckDB's own count of the cores it may use (its default thread count)
         self._cores = int(self._con.execute("SELECT current_setting('threads')").fetchone()[0])
@@ -140,7 +141,7 @@ class DuckDBEngine(DuckDBPublish):
             try:
                 if read_only and not path.exists():
                     raise UsageError(f"warehouse {path} does not exist")
-                return duckdb.connect(str(path), read_only=read_only, config=SANDBOX)
+                return duckdb.connect(str(path), read_only=read_only)
             except duckdb.IOException as error:
                 if not _is_lock_conflict(error):
                     raise UsageError(f"cannot open warehouse {path}: {error}") from None
@@ -155,6 +156,45 @@ class DuckDBEngine(DuckDBPublish):
                 time.sleep(WAIT_STEP_SECONDS)
             except duckdb.Error as error:
                 raise UsageError(f"cannot open warehouse {path}: {error}") from None
+
+    def _close_file_access(self, files: Mapping[str, SourceFiles]) -> None:
+        """The warehouse's connection reaches no file but its own and the file sources' folders:
+        whatever SQL runs on it (a model's, a check's) cannot read or write other files, attach
+        another database or load an extension from disk. sql/sandbox.py refuses such calls at
+        build; this holds should one slip by. The settings are the database's: a second
+        connection of this process to it finds them made."""
+        (external,) = self._con.execute(
+            "SELECT current_setting('enable_external_access')"
+        ).fetchone()
+        if external:
+            folders = sorted({source.folder for source in files.values()})
+            if folders:
+                self._con.execute("SET allowed_directories = ?", [folders])
+            self._con.execute("SET enable_external_access = false")
+
+    def keep_file_sources(self, files: Mapping[str, SourceFiles]) -> None:
+        """Each file source's view, made or remade when it does not read what is declared; a
+        table of that name is not replaced."""
+        for name, source in sorted(files.items()):
+            label = sql.file_label(source.path, source.format)
+            found = self._run(sql.tables_named(), ["main", name]).fetchall()
+            if any(tuple(row) != (True, "VIEW") for row in found):
+                raise UsageError(
+                    f"source {name}: the warehouse holds a table {name!r}; a file source is a "
+                    "view tidegate keeps: rename the table or the source"
+                )
+            if found and self._one(sql.view_comment(), [name]) == (label,):
+                continue
+            try:
+                with self._transaction():
+                    for statement in sql.file_view(name, source.path, source.format):
+                        self._run(statement)
+            except EngineError as error:
+                raise UsageError(
+                    f"source {name}: cannot read {source.path}: {error}".replace(
+                        FILE_ACCESS_HINT, ""
+                    )
+                ) from None
 
     def _new_caches(self) -> None:
         super()._new_caches()
@@ -185,6 +225,8 @@ class DuckDBEngine(DuckDBPublish):
             raise KeyboardInterrupt from None
         except duckdb.Error as error:
             message = str(error).splitlines()[0]
+            if isinstance(error, duckdb.PermissionException):
+                message += FILE_ACCESS_HINT
             raise EngineError(f"duckdb: {message}") from error
         except RuntimeError as error:
             # DuckDB answers Ctrl-C during a query with RuntimeError("Query interrupted") and

@@ -50,7 +50,17 @@ def open_engine(
         return _open_spark(project, read_only)
     from tidegate.engines.duckdb import DuckDBEngine
 
-    return DuckDBEngine(project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only)
+    files = {name: s.files for name, s in project.sources.items() if s.files is not None}
+    engine = DuckDBEngine(
+        project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only, files=files
+    )
+    if files and not read_only:
+        try:
+            engine.keep_file_sources(files)
+        except BaseException:
+            engine.close()
+            raise
+    return engine
 
 
 def open_markers(project: Project) -> MarkerReader | None:

@@ -19,6 +19,7 @@ from tidegate.domain.model import (
     ModelKind,
     ModelSpec,
     Program,
+    Source,
     Version,
     classify_change,
 )
@@ -71,10 +72,13 @@ def git_state(root: Path) -> tuple[str | None, bool]:
 
 
 def _source_defs(project: Project, spec: ModelSpec) -> dict[str, str]:
-    return {
-        f"source:{name}": f"{project.sources[name].table}|{project.sources[name].time_column}"
-        for name in spec.sources
-    }
+    return {f"source:{name}": _source_def(project.sources[name]) for name in spec.sources}
+
+
+def _source_def(source: Source) -> str:
+    where = f"{source.table}|{source.time_column}"
+    files = source.files
+    return where if files is None else f"{where}|{files.format}:{files.declared}"
 
 
 def snapshot(project: Project, spec: ModelSpec, upstream: dict[str, str]) -> tuple[str, str]:

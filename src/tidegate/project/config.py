@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Literal
@@ -18,7 +19,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from tidegate.domain.errors import ConfigError
-from tidegate.domain.model import Source
+from tidegate.domain.model import Source, SourceFiles
 from tidegate.domain.taint import TaintPolicy
 from tidegate.notify.config import Consumer, NotifyTarget, check_references
 from tidegate.project import toml_errors
@@ -171,12 +172,48 @@ class StateSection(_Strict):
         return {aliases.get(name, name) for name in self.model_fields_set}
 
 
+FILE_FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
+
+
 class SourceSection(_Strict):
+    """A table of the warehouse (`table`, default the source's name), or files that tidegate
+    reads through a view of that name (`path`: a file or a glob, relative to the project)."""
+
     table: str | None = None
+    path: str | None = Field(default=None, min_length=1)
+    format: Literal["parquet", "csv", "json"] | None = None
     time_column: str = Field(min_length=1)
     # completeness: a partition whose window holds fewer source rows is skipped, never
     # published (0 turns the check off, e.g. for sources that are legitimately empty some days)
     min_rows: int = Field(default=1, ge=0)
+
+    @model_validator(mode="after")
+    def _files(self) -> SourceSection:
+        if self.path is None:
+            if self.format is not None:
+                raise _problem("format is for a file source (path = ...)")
+            return self
+        if self.table is not None:
+            raise _problem("table (a warehouse table) or path (files), not both")
+        if "'" in self.path or "\n" in self.path:
+            raise _problem("path: quotes and line breaks are not allowed")
+        if self.format is None and file_format(self.path) is None:
+            known = ", ".join(sorted(FILE_FORMATS))
+            raise _problem(f"path: cannot tell the files' format (ends in {known}); set format")
+        return self
+
+
+def file_format(path: str) -> str | None:
+    name = path.lower().removesuffix(".gz").removesuffix(".zst")
+    return next((f for suffix, f in FILE_FORMATS.items() if name.endswith(suffix)), None)
 
 
 class RerunSection(_Strict):
@@ -207,6 +244,16 @@ class ProjectFile(_Strict):
         check_references(self.notify, self.consumers)
         return self
 
+    @model_validator(mode="after")
+    def _file_sources(self) -> ProjectFile:
+        files = [name for name, source in self.sources.items() if source.path is not None]
+        if files and self.warehouse.engine != "duckdb":
+            raise _problem(
+                f"sources.{files[0]}: a file source (path = ...) needs the duckdb warehouse; "
+                f"on {self.warehouse.engine}, load the files into a table and name it"
+            )
+        return self
+
 
 def read_project_file(root: Path) -> ProjectFile:
     path = root / PROJECT_FILE
@@ -235,13 +282,22 @@ def read_project_file(root: Path) -> ProjectFile:
     return parsed
 
 
-def sources_of(parsed: ProjectFile) -> dict[str, Source]:
+def sources_of(parsed: ProjectFile, root: Path) -> dict[str, Source]:
     return {
         name: Source(
             name=name,
             table=section.table or name,
             time_column=section.time_column,
             min_rows=section.min_rows,
+            files=None if section.path is None else _files(root, section.path, section.format),
         )
         for name, section in parsed.sources.items()
     }
+
+
+def _files(root: Path, path: str, declared: str | None) -> SourceFiles:
+    absolute = os.path.normpath(os.path.join(root.resolve(), os.path.expanduser(path)))
+    found = declared or file_format(path)
+    if found is None:  # the section's validator refuses it
+        raise ValueError(path)
+    return SourceFiles(absolute, found, path)

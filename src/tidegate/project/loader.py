@@ -89,7 +89,7 @@ class Project:
 
 def load_project(root: Path) -> Project:
     settings = read_project_file(root)
-    sources = sources_of(settings)
+    sources = sources_of(settings, root)
     files = model_files_of(root)
     names = {f.stem for f in files}
     models: dict[str, ModelSpec] = {}

@@ -30,7 +30,7 @@ _REFUSED: tuple[tuple[re.Pattern[str], str], ...] = (
             r"pg_(read|ls|stat_file)\w*|lo_\w+|sqlite_\w+|postgres_\w+|mysql_\w+|"
             r"dblink\w*|input_file\w*"
         ),
-        "load the file or database into a warehouse table and declare it under [sources]",
+        "declare files as a source (path = ... under [sources]) and name it in FROM",
     ),
     (
         re.compile(

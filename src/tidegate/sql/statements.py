@@ -672,6 +672,45 @@ def published_columns() -> str:
     )
 
 
+FILE_READERS = {"parquet": "read_parquet", "csv": "read_csv", "json": "read_json"}
+
+
+def file_view(name: str, path: str, file_format: str) -> list[str]:
+    """The view a file source is read through, over every file `path` names, labelled with
+    what it reads (so that an unchanged view is left alone)."""
+    reader = exp.Anonymous(this=FILE_READERS[file_format], expressions=[exp.Literal.string(path)])
+    select = exp.select(exp.Star()).from_(exp.Table(this=reader))
+    view = table(name)
+    return [
+        _sql(exp.Create(this=view, kind="VIEW", expression=select, replace=True)),
+        _sql(
+            exp.Comment(
+                this=view, kind="VIEW", expression=exp.Literal.string(file_label(path, file_format))
+            )
+        ),
+    ]
+
+
+def file_label(path: str, file_format: str) -> str:
+    return f"tidegate file source: {file_format} {path}"
+
+
+def view_comment() -> str:
+    """The comment of the main schema's view named by the one positional value (no row: no
+    such view)."""
+    views = exp.Table(this=exp.Anonymous(this="duckdb_views"))
+    return _sql(
+        exp.select(column("comment"))
+        .from_(views)
+        .where(
+            exp.and_(
+                exp.EQ(this=column("schema_name"), expression=exp.Literal.string("main")),
+                exp.EQ(this=column("view_name"), expression=exp.Placeholder()),
+            )
+        )
+    )
+
+
 def tables_named() -> str:
     """Every table or view of this schema and name (two positional values), in any attached
     database, temporary ones included: whether it is of the connection's own database, and its

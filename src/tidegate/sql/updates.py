@@ -107,15 +107,15 @@ def assignment_problem(text: str) -> str | None:
             return f"qualifies column {node.sql(dialect=DIALECT)}; name the table's own columns"
         if isinstance(node, exp.Star):
             return "uses *"
-    refused = refused_call(parsed)
-    if refused is not None:
-        return f"calls {refused.function}, which an update may not: {refused.advice}"
     volatile = volatile_function(parsed)
     if volatile is not None:
         return (
             f"calls {volatile}, whose value is not the row's alone: an update sets each row "
             "from its own columns, the same on every rerun"
         )
+    refused = refused_call(parsed)
+    if refused is not None:
+        return f"calls {refused.function}, which an update may not: {refused.advice}"
     return None
 
 
