@@ -4,6 +4,7 @@ job is recorded per attempt with its secrets masked."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -87,6 +88,112 @@ def test_a_job_computes_what_is_published_and_is_recorded_masked(
     assert SECRET not in repr(state_dump(project))
     text = run(project, "show", "run", done["run_id"]).stdout
     assert "exit 0 after" in text and "API_TOKEN=***" in text and SECRET not in text
+    assert staging_left(project) == []
+
+
+def test_a_job_gets_a_minimal_environment(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PATH, HOME, the locale, TZ and TMPDIR of tidegate's environment, tidegate's own variables
+    for the partition, the model's env and what it passes through; nothing else of tidegate's,
+    and never a variable holding one of its secrets."""
+    config = project / "tidegate.toml"
+    config.write_text(
+        config.read_text()
+        + '\n[[notify]]\nname = "hook"\nkind = "http"\nurl = "https://hooks.example/x"\n'
+        'token_env = "HOOK_TOKEN"\n'
+    )
+    monkeypatch.setenv("HOOK_TOKEN", SECRET)
+    monkeypatch.setenv("PGPASSWORD", SECRET)
+    monkeypatch.setenv("TIDEGATE_TEST_STRAY", "stray")
+    monkeypatch.setenv("AWS_PROFILE", "etl")
+    seen = project / "job-environment.json"
+    path = add_command_model(
+        project,
+        "revenue_job",
+        f"import json, os\nPath({str(seen)!r}).write_text(json.dumps(dict(os.environ)))\n"
+        "compute()\n",
+    )
+    text = path.read_text().replace(
+        "timeout_seconds = 120",
+        'timeout_seconds = 120\nenv_passthrough = ["AWS_PROFILE", "UNSET_X"]',
+    )
+    path.write_text(text)
+    deploy(project, "revenue_job", force=True)
+    run(project, "run", "revenue_job", "--partition", DAY)
+    environment = json.loads(seen.read_text())
+    own = {f"TIDEGATE_{n}" for n in ("START", "END", "OUTPUT", "INPUTS", "MODEL", "PYTHON")}
+    base = {"PATH", "HOME", "LANG", "TZ", "TMPDIR"}
+    assert own <= set(environment)
+    assert environment["AWS_PROFILE"] == "etl" and environment["REVENUE_CURRENCY"] == "EUR"
+    left = set(environment) - own - base - {"AWS_PROFILE", "REVENUE_CURRENCY"}
+    assert {name for name in left if not name.startswith("LC_")} == set(), left
+    assert environment["PATH"] == os.environ["PATH"]
+    assert SECRET not in seen.read_text()
+
+
+def test_what_a_job_prints_of_a_secret_is_masked_wherever_it_is_kept(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job gets the secret the model declares; what it prints of it is *** in the reason,
+    the command record and every output (the password tidegate connects with, PGPASSWORD here,
+    too, should the job know it some other way)."""
+    monkeypatch.setenv("REVENUE_SECRET", SECRET)
+    monkeypatch.setenv("PGPASSWORD", "pg-" + SECRET)
+    add_command_model(
+        project,
+        "revenue_job",
+        "import os\n"
+        "print('x' * 5000, file=sys.stderr)\n"
+        "print('login with', os.environ['UPSTREAM_PASSWORD'], file=sys.stderr)\n"
+        f"print('pg', {('pg-' + SECRET)[::-1]!r}[::-1], 'failed', file=sys.stderr)\n"
+        "sys.exit(2)\n",
+        env='UPSTREAM_PASSWORD = "${REVENUE_SECRET}"',
+    )
+    deploy(project, "revenue_job", force=True)
+    done = document(project, "run", "revenue_job", "--partition", DAY, code=1)
+    [partition] = done["partitions"]
+    assert partition["reason"] == (
+        "command exited with code 2: its output was discarded (pg *** failed)"
+    )
+    human = run(project, "run", "revenue_job", "--partition", DAY, code=1)
+    shown = document(project, "show", "run", done["run_id"])
+    job = shown["attempts"][0]["command"]
+    assert "login with ***\npg *** failed" in job["stderr_tail"]
+    texts = [
+        json.dumps(done),
+        human.stdout + human.stderr,
+        json.dumps(shown),
+        run(project, "show", "run", done["run_id"]).stdout,
+        json.dumps(document(project, "show", "partition", "revenue_job", DAY)),
+        repr(state_dump(project)),
+    ]
+    assert [SECRET in text for text in texts] == [False] * len(texts)
+
+
+def test_a_version_built_before_its_variable_became_a_secret_does_not_run(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader refuses a model file that hands a secret to its job; a version runs as it was
+    built, so the job is refused again when it would start."""
+    monkeypatch.setenv("HOOK_TOKEN", SECRET)
+    path = add_command_model(project, "revenue_job", "compute()\n")
+    path.write_text(
+        path.read_text().replace(
+            "timeout_seconds = 120", 'timeout_seconds = 120\nenv_passthrough = ["HOOK_TOKEN"]'
+        )
+    )
+    deploy(project, "revenue_job", force=True)
+    # the model file no longer passes it through, but the active version does
+    add_command_model(project, "revenue_job", "compute()\n")
+    config = project / "tidegate.toml"
+    config.write_text(
+        config.read_text()
+        + '\n[[notify]]\nname = "hook"\nkind = "http"\nurl = "https://hooks.example/x"\n'
+        'token_env = "HOOK_TOKEN"\n'
+    )
+    assert failed_reason(project) == (
+        "env_passthrough: HOOK_TOKEN is the token_env of [[notify]] hook: tidegate never gives "
+        "its secrets to a job"
+    )
     assert staging_left(project) == []
 
 

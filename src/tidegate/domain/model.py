@@ -163,6 +163,8 @@ class Program:
     packages: tuple[tuple[str, str], ...] = ()
     # (name, value) of a command's environment; values may hold ${VARIABLE} references
     env: tuple[tuple[str, str], ...] = ()
+    # the variables of tidegate's environment the job gets as they are, when set
+    passthrough: tuple[str, ...] = ()
     timeout_seconds: float | None = None
     # the commit of the repository holding the code, when it is in one (dbt)
     revision: str | None = None
@@ -176,6 +178,9 @@ class Program:
             "files": [list(f) for f in self.files],
             "packages": [list(p) for p in self.packages],
             "env": [name for name, _ in self.env],
+            # which variables the job reads decides what it computes; their values stay out
+            # (absent when there are none: fingerprints from before the list existed hold)
+            **({"env_passthrough": list(self.passthrough)} if self.passthrough else {}),
             **({"revision": self.revision} if self.revision else {}),
         }
 

@@ -23,10 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from tidegate.domain.clock import Clock, Timer, stamp
-from tidegate.domain.command import CommandRecord, masked, resolve, tail
+from tidegate.domain.command import (
+    CommandRecord,
+    job_environment,
+    job_redactor,
+    masked,
+    secret_uses,
+    tail,
+)
 from tidegate.domain.errors import ModelError
 from tidegate.domain.model import Column, ModelSpec, Program, Version
 from tidegate.domain.partitions import to_utc
+from tidegate.domain.secrets import Redactor, Secrets
 from tidegate.engines.base import Engine
 from tidegate.execution.unit import ReadFrom, Unit
 from tidegate.project.code_files import require_unchanged
@@ -42,11 +50,20 @@ class CommandStage:
     """Runs command models' jobs, recording each in `state` with the attempts it ran for (None:
     not recorded); `interrupt` kills every job running (a second Ctrl-C)."""
 
-    def __init__(self, root: Path, state: StateStore | None, clock: Clock, timer: Timer) -> None:
+    def __init__(
+        self,
+        root: Path,
+        state: StateStore | None,
+        clock: Clock,
+        timer: Timer,
+        secrets: Secrets,
+    ) -> None:
         self.root = root
         self.state = state
         self.clock = clock
         self.timer = timer
+        # the project's secrets and tidegate's environment, which jobs get a few variables of
+        self.secrets = secrets
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
@@ -87,10 +104,15 @@ class CommandStage:
             _export_inputs(engine, unit.bounds(spec), bool(spec.keys), inputs, folder / "inputs")
             values = _placeholders(spec.name, unit, spec.keys, folder)
             argv = arguments(values)
-            environment = _environment(program, values)
+            environment = _environment(program, values, self.secrets)
+            redact = job_redactor(program, self.secrets)
             shown = {**_tidegate_variables(values), **masked(program.env)}
-            record = CommandRecord(tuple(argv), shown, stamp(self.clock))
-            self._run(argv, environment, folder, program.timeout_seconds, attempts, record)
+            record = CommandRecord(
+                tuple(redact(a) for a in argv),
+                {name: redact(value) for name, value in shown.items()},
+                stamp(self.clock),
+            )
+            self._run(argv, environment, folder, program.timeout_seconds, attempts, record, redact)
             _stage_output(engine, staging, folder / "output", spec.columns)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -108,6 +130,7 @@ class CommandStage:
         timeout: float | None,
         attempts: list[str],
         record: CommandRecord,
+        redact: Redactor,
     ) -> None:
         began = self.timer.monotonic()
         with (folder / "stdout.log").open("wb") as out, (folder / "stderr.log").open("wb") as err:
@@ -138,7 +161,7 @@ class CommandStage:
                 _kill_group(process)
                 with self._lock:
                     self._running.pop(process.pid, None)
-        stderr = tail((folder / "stderr.log").read_bytes())
+        stderr = tail((folder / "stderr.log").read_bytes(), redact)
         self._record(
             attempts,
             replace(
@@ -190,16 +213,27 @@ def _tidegate_variables(values: Mapping[str, str]) -> dict[str, str]:
     return {f"TIDEGATE_{name.upper()}": value for name, value in values.items()}
 
 
-def _environment(program: Program, values: Mapping[str, str]) -> dict[str, str]:
-    """What the job runs with: tidegate's environment, the model's variables and the
-    TIDEGATE_* variables of the run (bounds, output and inputs folders)."""
+def _environment(program: Program, values: Mapping[str, str], secrets: Secrets) -> dict[str, str]:
+    """What the job runs with: a few variables of tidegate's environment, the model's own and
+    the TIDEGATE_* variables of the run (bounds, output and inputs folders); never one that
+    holds a secret of tidegate's."""
+    # the loader refuses such a model, but a version runs as it was built, perhaps before
+    # tidegate.toml named the variable a secret
+    uses = secret_uses(program.env, program.passthrough, secrets.variables)
+    if uses:
+        raise ModelError(uses[0].message())
     try:
-        declared = resolve(program.env, os.environ)
+        return job_environment(
+            secrets.environ,
+            program.env,
+            program.passthrough,
+            _tidegate_variables(values),
+            secrets.variables,
+        )
     except KeyError as missing:
         raise ModelError(
             f"env: ${{{missing.args[0]}}} is not set in tidegate's environment"
         ) from None
-    return {**os.environ, **declared, **_tidegate_variables(values)}
 
 
 def _export_inputs(

@@ -20,11 +20,13 @@ from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import Progress, StopLoss, Trigger, fired, next_start_delay
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Clock, Timer, stamp
+from tidegate.domain.command import job_redactor
 from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.ids import new_attempt_id
 from tidegate.domain.model import ModelKind, ModelSpec, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
+from tidegate.domain.secrets import Secrets
 from tidegate.domain.taint import TaintPolicy
 from tidegate.domain.throttle import AdaptiveThrottle, Adjustment
 from tidegate.engines.base import CommitMarker, Engine, Fence, Target
@@ -149,6 +151,8 @@ class Executor:
     staging_prefix: str = ""
     # keep the slots' engine handles from one execute to the next (a worker's batches)
     keep_handles: bool = False
+    # the project's secrets: masked in every reason an attempt ends with
+    secrets: Secrets = field(default_factory=Secrets)
 
     def execute(
         self,
@@ -769,6 +773,11 @@ class Executor:
     ) -> None:
         """End attempts without publishing (failed or skipped), with their reasons."""
         ids = {p.start: attempts[p.start] for p in partitions}
+        # Every attempt that ends without publishing ends here, whatever failed (a model's code,
+        # its job, the warehouse): its reason goes to the ledger (attempts.error,
+        # partitions.last_error) and to what the command prints, so it is masked here, once.
+        redact = job_redactor(spec.program, self.secrets)
+        reasons = {p.start: redact(reasons[p.start]) for p in partitions}
         self.state.move_attempts(
             [(ids[p.start], None, None, reasons[p.start]) for p in partitions],
             state,

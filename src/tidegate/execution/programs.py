@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tidegate.domain.clock import Clock, Timer
 from tidegate.domain.errors import ModelError
 from tidegate.domain.model import ModelKind, Version
+from tidegate.domain.secrets import Secrets
 from tidegate.engines.base import Engine
 from tidegate.execution.unit import QueryStager, ReadFrom, Unit
 from tidegate.state.base import StateStore
@@ -25,11 +26,19 @@ PYARROW_HINT = "Python, command and dbt models need pyarrow: pip install 'tidega
 
 
 class ProjectStager:
-    def __init__(self, root: Path, state: StateStore | None, clock: Clock, timer: Timer) -> None:
+    def __init__(
+        self,
+        root: Path,
+        state: StateStore | None,
+        clock: Clock,
+        timer: Timer,
+        secrets: Secrets,
+    ) -> None:
         self.root = root
         self.state = state
         self.clock = clock
         self.timer = timer
+        self.secrets = secrets
         self.query = QueryStager()
         self._commands: CommandStage | None = None
         self._lock = threading.Lock()
@@ -71,5 +80,7 @@ class ProjectStager:
             if self._commands is None:
                 from tidegate.execution.command import CommandStage
 
-                self._commands = CommandStage(self.root, self.state, self.clock, self.timer)
+                self._commands = CommandStage(
+                    self.root, self.state, self.clock, self.timer, self.secrets
+                )
             return self._commands

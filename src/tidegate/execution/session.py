@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.errors import UsageError
 from tidegate.domain.model import ModelSpec, Version
+from tidegate.domain.secrets import Secrets
 from tidegate.engines.base import Engine
 from tidegate.engines.factory import open_engine
 from tidegate.execution.divergence import check_on_start
@@ -54,13 +55,18 @@ class WriterSession:
             self.active_spec,
             self.project.settings.taint.downstream,
             self.stager(timer),
+            secrets=self.secrets,
         )
 
     def stager(self, timer: Timer, record: bool = True) -> ProjectStager:
         """The stager of the project's models; `record`: the jobs of command models are
         recorded with the attempts they ran for."""
         ledger = self.state if record else None
-        return ProjectStager(self.project.root, ledger, self.clock, timer)
+        return ProjectStager(self.project.root, ledger, self.clock, timer, self.secrets)
+
+    @property
+    def secrets(self) -> Secrets:
+        return self.project.secrets()
 
 
 @contextmanager

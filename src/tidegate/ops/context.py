@@ -65,7 +65,9 @@ class Context:
             self.state.finish_run(run_id, RunStatus.INTERRUPTED, interrupted, stamp(self.clock))
             raise
         except Exception as error:
-            self.state.finish_run(run_id, RunStatus.FAILED, f"aborted: {error}", stamp(self.clock))
+            # what cut the run short is kept as its reason: masked like an attempt's error
+            reason = self.project.secrets().redactor()(f"aborted: {error}")
+            self.state.finish_run(run_id, RunStatus.FAILED, reason, stamp(self.clock))
             raise
 
     def close(self) -> None:

@@ -319,6 +319,7 @@ def work(
     ran); returns how many batches this worker settled."""
     engine = open_engine(ctx.project, ctx.wait, lease_seconds=options.lease_seconds)
     settled = 0
+    secrets = ctx.project.secrets()
     # one executor for every batch: its handles keep the statements they built
     executor = Executor(
         engine,
@@ -329,9 +330,10 @@ def work(
         _active_spec(ctx),
         ctx.project.settings.taint.downstream,
         # jobs of command models run on this machine, recorded with their attempts
-        ProjectStager(ctx.project.root, ctx.state, ctx.clock, timer),
+        ProjectStager(ctx.project.root, ctx.state, ctx.clock, timer, secrets),
         staging_prefix=f"w{uuid.uuid4().hex[:6]}_",
         keep_handles=True,
+        secrets=secrets,
     )
     try:
         engine.prepare()

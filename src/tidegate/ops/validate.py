@@ -12,6 +12,7 @@ from typing import Any
 
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.clock import SystemTimer, stamp
+from tidegate.domain.command import job_redactor
 from tidegate.domain.errors import UsageError
 from tidegate.domain.gate import Gate, inputs_digest, is_flaky, sample
 from tidegate.domain.ids import new_gate_id
@@ -210,6 +211,9 @@ def shadow_run(
     if computed.error is not None or not computed.checksums:
         engine.drop_staging(staging)
         reason = computed.error or "; ".join(computed.problems(partition.start))
+        # the gate's report is kept in the ledger and printed: a model's failure is masked as
+        # an attempt's is
+        reason = job_redactor(spec.program, session.secrets)(reason)
         return Verdict(label, "failed", reason=reason, checks=checks), read
     _write_shadow(engine, version, staging, unit)
     checksum = computed.checksums[partition.start]

@@ -25,6 +25,8 @@ from tidegate.notify.config import Consumer, NotifyTarget, check_references
 from tidegate.project import toml_errors
 
 PROJECT_FILE = "tidegate.toml"
+# libpq reads the password from it when no password_env is named: a secret in any project
+PGPASSWORD = "PGPASSWORD"
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -253,6 +255,19 @@ class ProjectFile(_Strict):
                 f"on {self.warehouse.engine}, load the files into a table and name it"
             )
         return self
+
+    def secret_variables(self) -> dict[str, str]:
+        """The environment variables that hold the project's secrets, each with what names it:
+        no job gets them, and their values are masked in whatever tidegate stores or prints."""
+        named = {PGPASSWORD: "libpq's password variable"}
+        if self.warehouse.password_env is not None:
+            named.setdefault(self.warehouse.password_env, "the [warehouse] password_env")
+        if self.state.password_env is not None:
+            named.setdefault(self.state.password_env, "the [state] password_env")
+        for target in self.notify:
+            if target.token_env is not None:
+                named.setdefault(target.token_env, f"the token_env of [[notify]] {target.name}")
+        return named
 
 
 def read_project_file(root: Path) -> ProjectFile:

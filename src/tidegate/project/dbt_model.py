@@ -24,6 +24,7 @@ from typing import Any
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import ModelKind, Program
 from tidegate.project.code_files import Digests, digest
+from tidegate.project.command_model import job_environment
 from tidegate.project.model_file import DbtHeader, ModelFile, validate_header
 
 # what dbt writes into its project folder: not part of the code
@@ -52,10 +53,13 @@ def dbt_model(root: Path, path: str, text: str, data: dict[str, Any]) -> tuple[M
             f"{header.dbt_model}.sql)",
             model.header_line("dbt_model"),
         )
+    env, passthrough = job_environment(model, header)
     program = Program(
         kind=ModelKind.DBT,
         entry=(header.dbt_project, header.dbt_model),
         files=files,
+        env=env,
+        passthrough=passthrough,
         timeout_seconds=header.timeout_seconds,
         revision=_git_commit(folder),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -11,6 +13,7 @@ from sqlglot import exp
 
 from tidegate.domain import schedule
 from tidegate.domain.checks import duration_seconds
+from tidegate.domain.command import secret_uses
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.graph import CycleError, topological_order
 from tidegate.domain.ids import looks_like_run_id
@@ -25,6 +28,7 @@ from tidegate.domain.model import (
     WriteMode,
 )
 from tidegate.domain.partitions import Grain, parse_partition
+from tidegate.domain.secrets import Secrets
 from tidegate.project import toml_errors
 from tidegate.project.config import (
     IDENTIFIER,
@@ -80,6 +84,10 @@ class Project:
     def state_path(self) -> Path:
         return self.root / self.settings.state.path
 
+    def secrets(self, environ: Mapping[str, str] | None = None) -> Secrets:
+        """The project's secrets, read from `environ` (tidegate's environment by default)."""
+        return Secrets(self.settings.secret_variables(), os.environ if environ is None else environ)
+
     def model(self, name: str) -> ModelSpec:
         if name not in self.models:
             known = ", ".join(sorted(self.models)) or "none"
@@ -99,6 +107,7 @@ def load_project(root: Path) -> Project:
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
     _check_updates(settings, models, model_files)
+    _refuse_secret_variables(settings, models, model_files)
     _refuse_unreadable_upstreams(models, model_files)
     for consumer in settings.consumers:
         if consumer.model not in models:
@@ -151,6 +160,27 @@ def _check_updates(
                 "model fills columns of a table the application owns",
                 model.header_line("table"),
             )
+
+
+def _refuse_secret_variables(
+    settings: ProjectFile, models: dict[str, ModelSpec], model_files: dict[str, ModelFile]
+) -> None:
+    """A job never gets a variable holding one of tidegate's secrets: a model whose `env` or
+    `env_passthrough` would hand one over is refused, at the line of the key at fault."""
+    secret = settings.secret_variables()
+    for name, spec in models.items():
+        if spec.program is None:
+            continue
+        uses = secret_uses(spec.program.env, spec.program.passthrough, secret)
+        if uses:
+            model = model_files[name]
+            first = uses[0]
+            line = (
+                model.header_line("env_passthrough")
+                if first.key == "env_passthrough"
+                else model.header_line("env", first.key.split(".", 1)[1])
+            )
+            raise ConfigError(model.path, first.message(), line)
 
 
 def _refuse_unreadable_upstreams(

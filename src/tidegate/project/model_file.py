@@ -162,14 +162,23 @@ class PythonHeader(ProgramHeader):
     packages: list[str] = []
 
 
-class CommandHeader(ProgramHeader):
-    kind: Literal["command"] = "command"
-    command: list[str] = Field(min_length=1)
+class JobHeader(ProgramHeader):
+    """A model whose rows an external process computes (a command or dbt): its environment and
+    time limit."""
+
+    # variables set for the job; values may reference tidegate's environment as ${NAME}
     env: dict[str, str] = {}
+    # variables of tidegate's environment the job gets as they are, when set
+    env_passthrough: list[str] = []
     timeout_seconds: float | None = Field(default=None, gt=0)
 
 
-class DbtHeader(ProgramHeader):
+class CommandHeader(JobHeader):
+    kind: Literal["command"] = "command"
+    command: list[str] = Field(min_length=1)
+
+
+class DbtHeader(JobHeader):
     """A model of a dbt project, run by tidegate's own dbt (dbt-duckdb, external
     materialization into the output folder)."""
 
@@ -177,7 +186,6 @@ class DbtHeader(ProgramHeader):
     # the dbt project's folder, relative to the tidegate project, and the model to run
     dbt_project: str = Field(min_length=1)
     dbt_model: str = Field(min_length=1)
-    timeout_seconds: float | None = Field(default=None, gt=0)
 
 
 class UpdateHeader(Declaration):

@@ -80,6 +80,7 @@ def _program_from(data: dict[str, Any] | None) -> Program | None:
         files=tuple((path, digest) for path, digest in data["files"]),
         packages=tuple((name, version) for name, version in data["packages"]),
         env=tuple((name, value) for name, value in data["env"]),
+        passthrough=tuple(data.get("env_passthrough", ())),
         timeout_seconds=data["timeout_seconds"],
         revision=data.get("revision"),
     )
