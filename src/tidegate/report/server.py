@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import json
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from tidegate.domain.errors import BusyError, TidegateError, UsageError
 from tidegate.ops.context import Context
 from tidegate.report.data import build_view
 from tidegate.report.page import policy, render
+from tidegate.terminal import echo
 
 HOST = "127.0.0.1"
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -148,7 +148,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             answer = route(self.server.views, parts.path, parse_qs(parts.query), self.headers)
         except Exception as error:  # one line for the page; the server goes on
-            sys.stderr.write(f"tidegate ui: {type(error).__name__}: {error}\n")
+            echo(f"tidegate ui: {type(error).__name__}: {error}", err=True)
             answer = _error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(error).__name__}: {error}", 1)
         self._send(answer, send_body)
 
