@@ -14,6 +14,7 @@ import click
 
 from tidegate.domain.clock import Clock, FixedClock, SystemClock
 from tidegate.domain.errors import TidegateError, UsageError
+from tidegate.terminal import echo
 
 F = TypeVar("F", bound=Callable[..., Any])
 INTERRUPTED_EXIT = 130
@@ -104,7 +105,7 @@ def init(
     emit(
         as_json,
         document,
-        lambda: click.echo(
+        lambda: echo(
             f"initialized {done.root}"
             + (f" with {done.orders_rows:,} orders" if done.example else "")
         ),
@@ -127,7 +128,7 @@ def demo(rows_per_day: int, seed: int, keep: Path | None, as_json: bool, debug: 
     from tidegate import render
     from tidegate.ops.demo import demo as demo_op
 
-    result = demo_op(rows_per_day, keep, seed, (lambda _: None) if as_json else click.echo)
+    result = demo_op(rows_per_day, keep, seed, (lambda _: None) if as_json else echo)
     document = {
         "schema": "tidegate.demo/v1",
         "kept": str(result.root) if result.root else None,
@@ -139,7 +140,7 @@ def demo(rows_per_day: int, seed: int, keep: Path | None, as_json: bool, debug: 
 
     def human() -> None:
         render.status(result.status)
-        click.echo(
+        echo(
             f"done in {result.seconds:.1f}s"
             + (f"; project kept in {result.root}" if result.root else "")
         )
@@ -243,7 +244,7 @@ def fail(message: str, code: int, as_json: bool) -> None:
     message = " ".join(message.splitlines())  # one line, whatever a name in it contains
     if as_json:
         click.echo(json.dumps({"schema": "tidegate.error/v1", "error": message, "exit_code": code}))
-    click.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     sys.exit(code)
 
 
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         fail(error.format_message().replace("\n", " "), 2, as_json)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("interrupted", err=True)
+        echo("interrupted", err=True)
         sys.exit(INTERRUPTED_EXIT)
     except Exception as error:  # a bug in tidegate, not a user mistake: still one line
         if debug:

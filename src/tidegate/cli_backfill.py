@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from tidegate.cli import INTERRUPTED_EXIT, common, emit, fail
+from tidegate.terminal import echo
 
 STOPPED_EXIT = 5
 
@@ -41,7 +42,7 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
             raise KeyboardInterrupt
         stop_flag.set()
         if not quiet:
-            click.echo("stopping after in-flight batches (Ctrl-C again aborts them)", err=True)
+            echo("stopping after in-flight batches (Ctrl-C again aborts them)", err=True)
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
@@ -205,38 +206,38 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
     }
 
     def human() -> None:
-        click.echo(f"dry run: backfill {plan.model} with version {plan.version_id}")
-        click.echo(
+        echo(f"dry run: backfill {plan.model} with version {plan.version_id}")
+        echo(
             f"  partitions   {radius['partitions']} in {radius['batches']} batch(es) of "
             f"up to {plan.batch_size}: {', '.join(radius['ranges']) or 'none'}"
         )
-        click.echo(
+        echo(
             f"  order        {', '.join(radius['first_batches'])}"
             + (", …" if radius["batches"] > len(radius["first_batches"]) else "")
         )
         for name, rows in radius["source_rows"].items():
-            click.echo(f"  reads        {rows:,} rows of source {name}")
+            echo(f"  reads        {rows:,} rows of source {name}")
         update = radius["update"]
         if update is not None:
             shown = ", ".join(f"{k}: {v:,}" for k, v in list(update["rows_per_chunk"].items())[:5])
-            click.echo(
+            echo(
                 f"  updates      {update['rows']:,} rows of table {update['table']} (largest "
                 f"chunk {update['largest_chunk_rows']:,} rows, {update['empty_chunks']} empty; "
                 f"{shown}{', …' if len(update['rows_per_chunk']) > 5 else ''})"
             )
-        click.echo(
+        echo(
             f"  throttle     {plan.max_concurrency} in flight, "
             f"{plan.rate_per_minute or 'unlimited'} batch starts/min"
         )
         if radius["refused"]:
-            click.echo(
+            echo(
                 f"  refused      {', '.join(radius['refused'])}: published already, and an "
                 "append without a unique key would duplicate their rows"
             )
         stale = ", ".join(radius["downstream"]) or "none"
-        click.echo(f"  downstream   {stale} (their partitions over this range become stale)")
+        echo(f"  downstream   {stale} (their partitions over this range become stale)")
         estimate = radius["estimated_seconds"]
-        click.echo(
+        echo(
             "  estimate     "
             + (
                 f"{estimate:,.0f}s from recorded throughput and the rate"
@@ -244,7 +245,7 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
                 else "no recorded throughput yet"
             )
         )
-        click.echo("nothing was written")
+        echo("nothing was written")
 
     emit(as_json, document, human)
 
@@ -289,13 +290,13 @@ def run_batches(
     document["cascade"] = None if cascade is None else cascade.document()
     progress.end(document)
     if not as_json:
-        click.echo(
+        echo(
             f"{result.run_id}: {result.status.value}; {report.published} published, "
             f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
             + (f" — {result.reason}" if result.reason else "")
         )
         for note in result.notes:
-            click.echo(f"  {note}")
+            echo(f"  {note}")
         if cascade is not None:
             show_cascade(cascade)
     if cascade is not None:
@@ -314,12 +315,12 @@ def run_batches(
 
 def show_cascade(cascade: Any) -> None:
     if not cascade.results:
-        click.echo("cascade: nothing downstream went stale")
+        echo("cascade: nothing downstream went stale")
     for result in cascade.results:
         steps = ", ".join(f"{s.model} ({s.partitions})" for s in result.plan.steps)
-        click.echo(f"cascade {result.run_id}: {result.status.value}; recomputed {steps}")
+        echo(f"cascade {result.run_id}: {result.status.value}; recomputed {steps}")
         for note in result.notes:
-            click.echo(f"  {note}")
+            echo(f"  {note}")
 
 
 def cascade_exit(cascade: Any, stop_flag: threading.Event) -> None:
@@ -380,7 +381,7 @@ def request_stop(ctx: Any, as_json: bool, run_id: str, kind: str) -> None:
     emit(
         as_json,
         {"schema": "tidegate.backfill-stop/v1", "run_id": run.run_id, "stop_requested": True},
-        lambda: click.echo(f"{run.run_id}: stop requested; in-flight batches finish first"),
+        lambda: echo(f"{run.run_id}: stop requested; in-flight batches finish first"),
     )
 
 
@@ -409,11 +410,11 @@ def list_runs(ctx: Any, as_json: bool) -> None:
 
     def human() -> None:
         for r in listed:
-            click.echo(
+            echo(
                 f"{r['run_id']}  {r['model']}  {r['partitions']}  {r['status']}"
                 + (f"  ({r['reason']})" if r["reason"] else "")
             )
         if not found:
-            click.echo("no backfills yet")
+            echo("no backfills yet")
 
     emit(as_json, document, human)

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tidegate.cli import common, emit, fail
+from tidegate.terminal import echo
 
 SHOWN_PARTITIONS = 50
 SHOWN_LABELS = 5
@@ -89,27 +90,26 @@ def _differences(entry: dict[str, Any], left: str, right: str) -> str:
 
 def human(document: dict[str, Any]) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    from tidegate.render import console
+    from tidegate.render import Table, console
 
     left, right = _name(document["left"]), _name(document["right"])
     summary = document["summary"]
     columns = document["columns"]
-    click.echo(
+    echo(
         f"diff {document['model']}: {left} ({document['left']['version_id']}) → {right} "
         f"({document['right']['version_id']}), {document['range'] or 'every partition'}, "
         f"tolerance {document['tolerance']}"
     )
     if document["unique_key"]:
-        click.echo(f"  key          {', '.join(document['unique_key'])}")
+        echo(f"  key          {', '.join(document['unique_key'])}")
     else:
-        click.echo(f"  key          none ({document['key_note']})")
+        echo(f"  key          none ({document['key_note']})")
     for side, name in (("only_left", left), ("only_right", right)):
         if columns[side]:
-            click.echo(f"  only in {name:<5}{', '.join(columns[side])}")
+            echo(f"  only in {name:<5}{', '.join(columns[side])}")
     for retyped in columns["retyped"]:
-        click.echo(f"  retyped      {retyped['column']}: {retyped['left']} → {retyped['right']}")
+        echo(f"  retyped      {retyped['column']}: {retyped['left']} → {retyped['right']}")
     shown = [p for p in document["partitions"] if p["state"] == "different"]
     if shown:
         table = Table("partition", left, right, "rows", "differences")
@@ -123,17 +123,15 @@ def human(document: dict[str, Any]) -> None:
             )
         console.print(table)
         if len(shown) > SHOWN_PARTITIONS:
-            click.echo(f"… and {len(shown) - SHOWN_PARTITIONS} more (--json lists every one)")
+            echo(f"… and {len(shown) - SHOWN_PARTITIONS} more (--json lists every one)")
     for state, name in (("only_left", left), ("only_right", right)):
         alone = [p["partition"] for p in document["partitions"] if p["state"] == state]
         if alone:
             listed = ", ".join(alone[:SHOWN_LABELS]) + (", …" if len(alone) > SHOWN_LABELS else "")
-            click.echo(
-                f"only {name} has output (not compared): {len(alone)} partition(s): {listed}"
-            )
-    click.echo(
+            echo(f"only {name} has output (not compared): {len(alone)} partition(s): {listed}")
+    echo(
         f"{summary['compared']} partition(s) compared: "
         f"{summary['compared'] - summary['differing']} agree, {summary['differing']} differ"
     )
     if document["agree"]:
-        click.echo(f"{left} and {right} agree")
+        echo(f"{left} and {right} agree")

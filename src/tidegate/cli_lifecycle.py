@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tidegate.cli import common, emit, fail
+from tidegate.terminal import echo
 
 if TYPE_CHECKING:
     from tidegate.ops.deploy import Deployed
@@ -58,9 +59,7 @@ def deploy(
     from tidegate.ops.deploy import deploy as deploy_op
 
     done = deploy_op(ctx, model, version_ref, force, reason)
-    emit(
-        as_json, _deployed_document(done), lambda: click.echo(_deployed_message(done, "is active"))
-    )
+    emit(as_json, _deployed_document(done), lambda: echo(_deployed_message(done, "is active")))
 
 
 @click.command()
@@ -78,7 +77,7 @@ def rollback(
     emit(
         as_json,
         {**_deployed_document(done), "schema": "tidegate.rollback/v1"},
-        lambda: click.echo(
+        lambda: echo(
             _deployed_message(done, "is active again")
             + f"; partitions written by {done.previous} are stale (backfill --stale-only)"
         ),
@@ -103,7 +102,7 @@ def _pause_command(paused: bool) -> click.Command:
         emit(
             as_json,
             {"schema": "tidegate.pause/v1", "model": model, "paused": paused, "changed": changed},
-            lambda: click.echo(message),
+            lambda: echo(message),
         )
 
     command.help = (

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from tidegate.cli import common, emit
+from tidegate.terminal import echo
 
 
 @click.command()
@@ -32,5 +33,5 @@ def deliver(ctx: Any, as_json: bool) -> None:
     emit(
         as_json,
         document,
-        lambda: click.echo("\n".join(describe(report)) or "nothing to deliver"),
+        lambda: echo("\n".join(describe(report)) or "nothing to deliver"),
     )

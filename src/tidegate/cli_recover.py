@@ -9,6 +9,7 @@ import click
 
 from tidegate.cli import common, emit
 from tidegate.cli_backfill import BackfillGroup, request_stop, run_batches
+from tidegate.terminal import echo
 
 if TYPE_CHECKING:
     from tidegate.domain.recover import RecoverPlan
@@ -49,17 +50,17 @@ def taint(ctx: Context, as_json: bool, model: str, partitions: str, reason: str)
     }
 
     def human() -> None:
-        click.echo(f"{done.taint.taint_id}: {model} {partitions} tainted ({reason})")
+        echo(f"{done.taint.taint_id}: {model} {partitions} tainted ({reason})")
         for entry in tainted:
-            click.echo(
+            echo(
                 f"  {entry['model']:<24} {entry['count']:>5} partition(s)  depth "
                 f"{entry['depth']}  {', '.join(entry['partitions'])}"
             )
         told = ", ".join(done.consumers) or "no registered consumer"
-        click.echo(f"  consumers told: {told}")
+        echo(f"  consumers told: {told}")
         for note in done.notes:
-            click.echo(f"  {note}")
-        click.echo(f"fix the cause, then `tidegate recover {model}`")
+            echo(f"  {note}")
+        echo(f"fix the cause, then `tidegate recover {model}`")
 
     emit(as_json, document, human)
 
@@ -78,7 +79,7 @@ def ack(ctx: Context, as_json: bool, consumer: str, model: str, partitions: str)
     emit(
         as_json,
         {"schema": "tidegate.ack/v1", "consumer": consumer, "model": model, "partitions": label},
-        lambda: click.echo(f"{consumer} has read {model} {label}"),
+        lambda: echo(f"{consumer} has read {model} {label}"),
     )
 
 
@@ -202,13 +203,13 @@ def _plan_document(ctx: Context, plan: RecoverPlan) -> dict[str, Any]:
 
 
 def _show_plan(ctx: Context, plan: RecoverPlan, notes: list[str]) -> None:
-    click.echo(f"dry run: recover {plan.partitions} tainted partition(s), in this order:")
+    echo(f"dry run: recover {plan.partitions} tainted partition(s), in this order:")
     for number, step in enumerate(plan.steps, 1):
         ranges = ", ".join(_labels(ctx, step.model, list(step.selection)))
-        click.echo(f"  {number}. {step.model:<24} {step.partitions:>5} partition(s)  {ranges}")
+        echo(f"  {number}. {step.model:<24} {step.partitions:>5} partition(s)  {ranges}")
     for note in notes:
-        click.echo(f"  {note}")
-    click.echo("nothing was written")
+        echo(f"  {note}")
+    echo("nothing was written")
 
 
 def _labels(ctx: Context, model: str, windows: list[tuple[int, int]]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from tidegate.cli import common, emit
+from tidegate.terminal import echo
 
 DEFAULT_PORT = 8765
 
@@ -76,9 +77,7 @@ def _write(out: Path, text: bytes) -> None:
 
 
 def _human(document: dict[str, Any], states: list[str]) -> None:
-    from rich.table import Table
-
-    from tidegate.render import console
+    from tidegate.render import Table, console
 
     table = Table("model", "grain", "partitions", *states)
     for m in document["models"]:
@@ -117,9 +116,7 @@ def ui(ctx: Any, as_json: bool, port: int) -> None:
     if as_json:  # one line, printed once listening, like the events of a backfill
         click.echo(json.dumps(document))
     else:
-        click.echo(
-            f"tidegate ui for {document['project']} at {server.url} (read-only; Ctrl-C stops)"
-        )
+        echo(f"tidegate ui for {document['project']} at {server.url} (read-only; Ctrl-C stops)")
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

@@ -159,9 +159,7 @@ def _document(plan: Plan, result: Result | None, cascade: Cascade | None = None)
 
 
 def _judgment(plan: Plan) -> None:
-    from rich.table import Table
-
-    from tidegate.render import console
+    from tidegate.render import Table, console
 
     console.print(
         f"rerun judgment for {plan.model} in {plan.of_run}, with v{plan.version.seq} "

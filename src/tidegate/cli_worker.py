@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from tidegate.cli import common
+from tidegate.terminal import echo
 
 
 @contextmanager
@@ -26,7 +27,7 @@ def stops_after_batch(stop_flag: threading.Event, quiet: bool) -> Iterator[None]
             raise KeyboardInterrupt
         stop_flag.set()
         if not quiet:
-            click.echo("stopping after the batch in hand (Ctrl-C again aborts it)", err=True)
+            echo("stopping after the batch in hand (Ctrl-C again aborts it)", err=True)
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -92,10 +93,10 @@ def worker(
             line += f": {t.published} published, {t.failed} failed, {t.skipped} skipped"
         if event.detail:
             line += f": {event.detail}"
-        click.echo(line)
+        echo(line)
 
     stop_flag = threading.Event()
     with stops_after_batch(stop_flag, as_json):
         settled = distributed.work(ctx, options, stop_flag, tell, SystemTimer())
     if not as_json:
-        click.echo(f"{options.name}: {settled} batch(es) settled")
+        echo(f"{options.name}: {settled} batch(es) settled")

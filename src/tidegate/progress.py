@@ -15,6 +15,7 @@ from tidegate.domain.backfill import BackfillPlan
 from tidegate.domain.partitions import Grain, PartitionRange
 from tidegate.domain.throttle import Adjustment
 from tidegate.execution.executor import Outcome
+from tidegate.terminal import echo
 
 PLAIN_EVERY_SECONDS = 2.0
 
@@ -57,21 +58,26 @@ class BackfillProgress:
         elif self.tty:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+            from tidegate.render import console
+
             if self._bar is None:
+                # render's console: the throttle's lines printed above the bar are escaped too
+                # (the description, a model name and a run id, is an identifier's text)
                 self._bar = Progress(
-                    TextColumn("{task.description}"),
+                    TextColumn("{task.description}", markup=False),
                     BarColumn(),
                     TextColumn("{task.completed}/{task.total}"),
                     TextColumn("{task.fields[detail]}"),
                     TimeRemainingColumn(),
+                    console=console,
                 )
                 self._bar.start()
             self._task = self._bar.add_task(f"{plan.model} {run_id}", total=self.total, detail="")
         elif plan.grain is Grain.CURSOR:
             interval = PartitionRange(plan.grain, *plan.selection[0]).label()
-            click.echo(f"{run_id}: {self.verb} the cursor interval {interval} of {plan.model}")
+            echo(f"{run_id}: {self.verb} the cursor interval {interval} of {plan.model}")
         else:
-            click.echo(
+            echo(
                 f"{run_id}: {self.verb} {plan.partitions} partition(s) of {plan.model} "
                 f"in batches of {plan.batch_size}"
             )
@@ -103,7 +109,7 @@ class BackfillProgress:
             self._bar.update(self._task, completed=self.done, detail=self._detail())
         elif self.done == self.total or time.monotonic() - self._last_line >= PLAIN_EVERY_SECONDS:
             self._last_line = time.monotonic()
-            click.echo(f"{self.run_id}: {self.done}/{self.total} partitions, {self._detail()}")
+            echo(f"{self.run_id}: {self.done}/{self.total} partitions, {self._detail()}")
 
     def throttle(self, adjustment: Adjustment) -> None:
         """The adaptive throttle changed its rate: say so, and why."""
@@ -122,7 +128,7 @@ class BackfillProgress:
         elif self.tty:
             self._bar.console.print(f"throttle: {adjustment.reason}")
         else:
-            click.echo(f"{self.run_id}: throttle: {adjustment.reason}")
+            echo(f"{self.run_id}: throttle: {adjustment.reason}")
 
     def _detail(self) -> str:
         elapsed = max(time.monotonic() - self.began, 1e-6)

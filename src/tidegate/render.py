@@ -6,8 +6,12 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, RenderableType
+from rich.style import StyleType
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from tidegate.terminal import one_line, printable
 
 if TYPE_CHECKING:
     # types only: importing the writing commands would slow the ledger readers' start-up
@@ -15,9 +19,34 @@ if TYPE_CHECKING:
     from tidegate.ops.build import Built
     from tidegate.ops.run import RunResult
 
+
+class TerminalConsole(Console):
+    """A rich console showing the control characters and bidi overrides of the text it prints
+    as escapes (`tidegate.terminal.printable`). Every string printed and every text cell of a
+    table becomes Text here, so this is the one place; the styles the console adds itself come
+    later and still work."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(printable(text), **options)
+
+
+class Table(RichTable):
+    """A rich table whose text cells are one line each: a line break in a reason or an error
+    is shown as `\\n`, not as a row of its own under the row it belongs to."""
+
+    def add_row(
+        self,
+        *renderables: RenderableType | None,
+        style: StyleType | None = None,
+        end_section: bool = False,
+    ) -> None:
+        cells = [one_line(cell) if isinstance(cell, str) else cell for cell in renderables]
+        super().add_row(*cells, style=style, end_section=end_section)
+
+
 # Wide enough for ids and checksums when output goes to a file or a pipe.
 # markup off: names, reasons and messages come from users, and "[x]" in them is text
-console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
+console = TerminalConsole(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
 
 
 def built_doc(built: Built) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from tidegate.domain.errors import UsageError
 from tidegate.engines.base import Engine, MarkerReader
 from tidegate.project.loader import Project
+from tidegate.terminal import echo
 
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
 SPARK_HINT = "the spark engine needs pyspark: pip install 'tidegate[spark]'"
@@ -116,4 +116,4 @@ def warehouse_problems(project: Project) -> list[str]:
 
 def tell(message: str) -> None:
     """A note for the user on stderr (waiting for a lock), never on stdout: --json stays clean."""
-    print(message, file=sys.stderr, flush=True)
+    echo(message, err=True)

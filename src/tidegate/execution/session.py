@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from tidegate.execution.readiness import refuse_unready, version_problems
 from tidegate.execution.reconcile import Reconciliation, reconcile
 from tidegate.project.loader import Project
 from tidegate.state.base import StateStore
+from tidegate.terminal import echo
 
 
 @dataclass
@@ -79,7 +79,7 @@ def writer_session(
         recovered = reconcile(engine, state, clock)
         for warning in check_on_start(engine, state, project, stamp(clock)):
             # before anything is written, whatever the command prints on stdout
-            print(warning, file=sys.stderr)
+            echo(warning, err=True)
         stop_orphaned_jobs(state, project.root, clock)
         yield WriterSession(project, engine, state, clock, recovered)
     finally:
