@@ -34,7 +34,6 @@ AFTER = (
     ("verify", "--checksums"),
     ("status",),
     ("show", "partition", "daily_revenue", "2025-01-03"),
-    ("report",),
 )
 
 
@@ -95,6 +94,7 @@ def test_a_plain_role_does_everything_tidegate_does(role_project: tuple[Path, st
     succeeded(project, "rerun", run_id, "--partitions", "2025-01-03..2025-01-03", "--approve", "x")
     for step in AFTER:
         succeeded(project, *step)
+    succeeded(project, "report", "--out", str(project / "report.html"))
     status = tidegate("status", "--project", project, "--json").json()
     daily = next(m for m in status["models"] if m["model"] == "daily_revenue")
     assert daily["partitions"]["tainted"] == 0, daily
