@@ -33,15 +33,12 @@ SECRETS = {
 OWN = {"TIDEGATE_START": "2025-01-01T00:00:00+00:00", "TIDEGATE_MODEL": "revenue"}
 
 
+BASE = ("PATH", "HOME", "LANG", "LC_ALL", "LC_TIME", "TZ", "TMPDIR")
+
+
 def test_a_job_gets_the_base_variables_and_tidegates_own_only() -> None:
     assert job_environment(TIDEGATE, (), (), OWN, SECRETS) == {
-        "PATH": "/usr/bin:/bin",
-        "HOME": "/home/etl",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "LC_TIME": "en_GB.UTF-8",
-        "TZ": "UTC",
-        "TMPDIR": "/tmp/etl",
+        **{name: TIDEGATE[name] for name in BASE},
         **OWN,
     }
 
