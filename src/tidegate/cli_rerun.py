@@ -1,4 +1,4 @@
-"""`tidegate rerun RUN_ID`: the rerun judgment, then the rerun it allows."""
+"""`tidegate rerun (RUN_ID | MODEL)`: the rerun judgment, then the rerun it allows."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("run_id", required=False)
+@click.argument("run_id", metavar="(RUN_ID | MODEL)", required=False)
 @click.option("--model", default=None, help="Which model, when the run wrote several.")
 @click.option("--partitions", default=None, help="Rerun this range instead (START..END).")
 @click.option("--version", "version_ref", default=None, help="Rerun with vN (default: active).")
@@ -52,7 +52,8 @@ def rerun(
     cascade: bool,
     wait: bool,
 ) -> None:
-    """Judge what rerunning RUN_ID's failed and never-started partitions would do, then do it."""
+    """Judge what rerunning RUN_ID's failed and never-started partitions would do, then do it;
+    or MODEL's --partitions, whichever runs wrote them."""
     from tidegate.cli_backfill import cascade_exit, ctrl_c_stops, show_cascade
     from tidegate.domain.errors import UsageError
     from tidegate.ops import cascade as cascading
@@ -75,15 +76,19 @@ def rerun(
             raise UsageError(f"--file takes every parameter from the plan; drop {given[0]}")
         values, text = read_plan_file(plan_file)
         planned = op.from_file(values, str(plan_file))
-        if run_id is not None and run_id != planned["run_id"]:
-            raise UsageError(f"{plan_file} is a plan for {planned['run_id']}, not {run_id}")
-        run_id, model, partitions = planned["run_id"], planned["model"], planned["partitions"]
+        if run_id is not None and run_id != planned["target"]:
+            raise UsageError(f"{plan_file} is a plan for {planned['target']}, not {run_id}")
+        run_id, partitions = planned["target"], planned["partitions"]
+        model = planned["model"] if planned["run_id"] else None
         version_ref, approve, approver = planned["version"], planned["approve"], planned["approver"]
     if run_id is None:
-        raise UsageError("name the run to rerun: tidegate rerun RUN_ID (or --file PLAN.toml)")
+        raise UsageError(
+            "name what to rerun: tidegate rerun RUN_ID, tidegate rerun MODEL --partitions RANGE "
+            "(or --file PLAN.toml)"
+        )
     if approver is not None:
         ctx = replace(ctx, actor=approver)
-    plan = op.judge_rerun(ctx, run_id, model, partitions, version_ref)
+    plan = op.judge_target(ctx, run_id, model, partitions, version_ref)
     if dry_run:
         refuse_unready_now(ctx, plan.version)
         emit(as_json, _document(plan, None), lambda: _judgment(plan))
@@ -161,9 +166,9 @@ def _document(plan: Plan, result: Result | None, cascade: Cascade | None = None)
 def _judgment(plan: Plan) -> None:
     from tidegate.render import Table, console
 
+    scope = f"{plan.model} in {plan.of_run}" if plan.of_run else plan.scope
     console.print(
-        f"rerun judgment for {plan.model} in {plan.of_run}, with v{plan.version.seq} "
-        f"({plan.version.version_id}):"
+        f"rerun judgment for {scope}, with v{plan.version.seq} ({plan.version.version_id}):"
     )
     spec = plan.version.spec
     key = ", ".join(spec.unique_key) or "no unique key"

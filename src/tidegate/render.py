@@ -293,7 +293,8 @@ def _plan_lines(plan: dict[str, Any]) -> list[str]:
     """The plan recorded with a run: a backfill's, a recovery's steps, or a rerun's judgment."""
     if "judgment" in plan:
         approval = plan["approval"]
-        lines = [f"rerun of {plan['rerun_of']} with v{plan['seq']} ({plan['version_id']})"]
+        of = plan["rerun_of"] or f"{plan['model']} partitions"
+        lines = [f"rerun of {of} with v{plan['seq']} ({plan['version_id']})"]
         lines += [f"{j['partition']}: {j['verdict']} — {j['reason']}" for j in plan["judgment"]]
         if approval:
             lines.append(f"approved by {approval['by']} at {approval['at']}: {approval['reason']}")

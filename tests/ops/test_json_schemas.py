@@ -64,6 +64,8 @@ PRODUCED = {
     "backfill with skipped partitions": "backfill-event",
     "show run backfill halted": "run",
     "backfill succeeded": "backfill-event",
+    "rerun model": "rerun",
+    "show run rerun model": "run",
     "backfill stop": "backfill-stop",
     "backfill stopped": "backfill-event",
     "show run backfill stopped": "run",
@@ -258,6 +260,10 @@ def backfills(out: Outputs, project: Path, fresh: Path) -> None:
         *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-10", *f),
         *("--batch-size", "3", "--max-concurrency", "2"),
     )
+    [model_rerun] = out.cli(
+        "rerun model", "rerun", "daily_revenue", "--partitions", "2025-01-01..2025-01-02", *f
+    )
+    out.cli("show run rerun model", "show", "run", model_rerun["run_id"], *f)
     # a whole year, one partition per batch: it is still running when the stop arrives
     process = spawn(
         *("backfill", "daily_revenue", "--partitions", "2025-01-11..2025-12-31", "--json", *f)

@@ -234,3 +234,94 @@ def test_a_reviewed_plan_file_drives_the_rerun_and_is_kept_by_its_hash(
     )
     plan.write_text(f'run_id = "{run_id}"\npartition = "2025-01-02"\n')
     assert "unknown key 'partition'" in cli(project, "rerun", "--file", str(plan), code=2).stderr
+
+
+def test_a_model_range_is_rerun_whatever_runs_wrote_it(project: Path) -> None:
+    """The second form, `rerun MODEL --partitions RANGE`: no run to start from."""
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-01..2025-01-02")
+    first = doc(project, "status", "daily_revenue")["models"][0]["last_run"]["run_id"]
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-03..2025-01-04")
+    second = doc(project, "status", "daily_revenue")["models"][0]["last_run"]["run_id"]
+    ledger, warehouse = state_dump(project), warehouse_dump(project)
+
+    judged = doc(project, "rerun", "daily_revenue", "--partitions", RANGE, "--dry-run")
+    assert judged["rerun_of"] is None and judged["model"] == "daily_revenue"
+    assert [(j["partition"], j["written_by_run"], j["verdict"]) for j in judged["judgment"]] == [
+        ("2025-01-01", first, "safe"),
+        ("2025-01-02", first, "safe"),
+        ("2025-01-03", second, "safe"),
+        ("2025-01-04", second, "safe"),
+        ("2025-01-05", None, "safe"),
+    ]
+    assert (state_dump(project), warehouse_dump(project)) == (ledger, warehouse)
+    assert (
+        "daily_revenue 2025-01-01..2025-01-05"
+        in cli(project, "rerun", "daily_revenue", "--partitions", RANGE, "--dry-run").stdout
+    )
+
+    for _ in range(2):
+        done = doc(project, "rerun", "daily_revenue", "--partitions", RANGE)
+        assert done["status"] == "succeeded" and done["rerun_of"] is None
+        assert [o["state"] for o in done["outcomes"]] == ["published"] * 5
+        assert all(p["deterministic"] for p in done["proofs"]) and done["proofs"]
+    shown = doc(project, "show", "run", done["run_id"])
+    assert shown["kind"] == "rerun" and shown["plan"]["rerun_of"] is None
+
+
+def test_a_model_range_rerun_needs_the_same_approvals(project: Path) -> None:
+    config = project / "tidegate.toml"
+    config.write_text(config.read_text() + "\n[rerun]\nmax_partitions = 2\n")
+    cli(project, "run", "daily_revenue", "--partition", RANGE)
+    judged = doc(project, "rerun", "daily_revenue", "--partitions", RANGE, "--dry-run")
+    assert {j["verdict"] for j in judged["judgment"]} == {"needs approval"}
+    refused = cli(project, "rerun", "daily_revenue", "--partitions", RANGE, code=3)
+    assert 'rerun with --approve "reason"' in refused.stderr
+    done = doc(
+        project,
+        *("rerun", "daily_revenue", "--partitions", RANGE),
+        *("--approve", "month-end restatement", "--as", "bob"),
+    )
+    assert done["approval"]["by"] == "bob" and done["status"] == "succeeded"
+    [approval] = [
+        e for e in doc(project, "history", "daily_revenue")["events"] if e["kind"] == "approval"
+    ]
+    assert approval["run_id"] == done["run_id"] and approval["detail"]["rerun_of"] is None
+
+
+def test_a_model_range_rerun_with_another_version(project: Path) -> None:
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-02")
+    (project / DAILY).write_text(
+        (project / DAILY)
+        .read_text()
+        .replace(
+            'expression = "net_revenue <= gross_revenue"',
+            'expression = "net_revenue <= gross_revenue + 0"',
+        )
+    )
+    cli(project, "build")
+    args = ("rerun", "daily_revenue", "--partitions", "2025-01-02", "--version", "v2")
+    judged = doc(project, *args, "--dry-run")
+    assert (judged["seq"], judged["judgment"][0]["verdict"]) == (2, "needs approval")
+    assert doc(project, *args, "--approve", "the fixed check")["status"] == "succeeded"
+
+
+def test_a_model_without_a_range_is_refused_with_an_example(project: Path) -> None:
+    ledger = state_dump(project)
+    result = cli(project, "rerun", "daily_revenue", code=2)
+    [line] = result.stderr.strip().splitlines()
+    assert "--partitions" in line and "tidegate rerun daily_revenue --partitions 2025-" in line
+    for args in (
+        ("rerun", "no_such_model", "--partitions", "2025-01-01"),
+        ("rerun", "daily_revenue", "--model", "daily_revenue", "--partitions", "2025-01-01"),
+    ):
+        assert len(cli(project, *args, code=2).stderr.strip().splitlines()) == 1
+    assert state_dump(project) == ledger
+
+
+def test_a_plan_file_may_name_a_model_and_its_range(project: Path, tmp_path: Path) -> None:
+    cli(project, "run", "daily_revenue", "--partition", RANGE)
+    plan = tmp_path / "rerun.toml"
+    plan.write_text('model = "daily_revenue"\npartitions = "2025-01-02..2025-01-03"\n')
+    done = doc(project, "rerun", "--file", str(plan))
+    assert done["rerun_of"] is None
+    assert [o["partition"] for o in done["outcomes"]] == ["2025-01-02", "2025-01-03"]

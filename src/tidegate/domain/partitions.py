@@ -241,6 +241,19 @@ def _parse_cursor(text: str) -> PartitionKey:
     return PartitionKey(Grain.CURSOR, start, end)
 
 
+_EXAMPLES = {
+    Grain.HOUR: "2025-01-01T00..2025-01-01T23",
+    Grain.DAY: "2025-01-01..2025-12-31",
+    Grain.MONTH: "2025-01..2025-12",
+}
+
+
+def example_range(grain: Grain) -> str:
+    """A range to show in an error that asks for one, in the grain's own labels (`all` for
+    the partitionings whose labels come from the data)."""
+    return _EXAMPLES.get(grain, "all")
+
+
 def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0) -> PartitionRange:
     """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists
     (a key range's `all` depends on its table's keys: ops resolve it before calling this)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,9 @@ from tidegate.domain.clock import SystemTimer, stamp
 from tidegate.domain.errors import RefusedError, UsageError
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import Version
-from tidegate.domain.partitions import IntervalSet, PartitionKey
+from tidegate.domain.partitions import IntervalSet, PartitionKey, example_range
 from tidegate.domain.rerun import Facts, Judgment, Rules, judge, needs_approval
-from tidegate.domain.run import Attempt, Input, Run
+from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
 from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.session import writer_session
 from tidegate.ops.announce import Published, announce, announce_start
@@ -37,10 +38,16 @@ LIVE = frozenset({"pending", "running", "staged", "audited"})
 
 @dataclass(frozen=True)
 class Plan:
-    of_run: str
+    of_run: str | None  # None when a model's range is rerun, whichever runs wrote it
     model: str
     version: Version
     judgments: list[Judgment]
+    requested: str | None = None  # the range named with the model
+
+    @property
+    def scope(self) -> str:
+        """What is rerun, in words: the run, or the model's range."""
+        return self.of_run or f"{self.model} {self.requested}"
 
     @property
     def to_run(self) -> list[Judgment]:
@@ -81,6 +88,28 @@ class Result:
     notes: tuple[str, ...] = ()
 
 
+def judge_target(
+    ctx: Context,
+    target: str,
+    model: str | None,
+    partitions: str | None,
+    version_ref: str | None,
+) -> Plan:
+    """`rerun RUN_ID` or `rerun MODEL --partitions RANGE`: a model name never looks like a run
+    id, so the word says which."""
+    if looks_like_run_id(target):
+        return judge_rerun(ctx, target, model, partitions, version_ref)
+    spec = ctx.project.model(target)
+    if model is not None:
+        raise UsageError(f"--model picks one model of a run; {target!r} is a model: drop --model")
+    if partitions is None:
+        raise UsageError(
+            f"rerun {target} needs the range to rerun, e.g. "
+            f"tidegate rerun {target} --partitions {example_range(spec.grain)}"
+        )
+    return judge_range(ctx, target, partitions, version_ref)
+
+
 def judge_rerun(
     ctx: Context,
     run_id: str,
@@ -88,16 +117,15 @@ def judge_rerun(
     partitions: str | None,
     version_ref: str | None,
 ) -> Plan:
+    """The judgment of rerunning a run's partitions: those it did not publish, or the range
+    `partitions` of them."""
     if not looks_like_run_id(run_id):
         raise UsageError(f"{run_id!r} is not a run id (run-…)")
     run = ctx.state.get_run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id}")
     name = _model_of(run, model)
-    ctx.project.model(name)
-    version = resolve(ctx, name, version_ref) if version_ref else ctx.state.active_version(name)
-    if version is None:
-        raise UsageError(f"model {name!r} has no active version; run `tidegate deploy {name}`")
+    version = _version(ctx, name, version_ref)
     spec = version.spec
     attempted: dict[int, Attempt] = {}
     for attempt in ctx.state.attempts_of_run(run_id):
@@ -107,15 +135,56 @@ def judge_rerun(
                 attempted[attempt.partition_start] = attempt
     if partitions is not None:
         chosen = spec.parse_range(partitions)
-        scope = {k.start: k for k in chosen}
-        selected = set(scope)
-    else:
-        scope = {k.start: k for k in _planned(run, version)}
-        for start, attempt in attempted.items():
-            scope.setdefault(
-                start, PartitionKey(spec.grain, attempt.partition_start, attempt.partition_end)
-            )
-        selected = set()
+        return _plan(ctx, run_id, name, version, {k.start: k for k in chosen}, lambda *_: True)
+    scope = {k.start: k for k in _planned(run, version)}
+    for start, attempt in attempted.items():
+        scope.setdefault(
+            start, PartitionKey(spec.grain, attempt.partition_start, attempt.partition_end)
+        )
+
+    def unpublished(start: int, row: PublishedPartition | None) -> bool:
+        mine = attempted.get(start)
+        if mine is not None and mine.state is AttemptState.PUBLISHED:
+            return False
+        # published by a later run than this one's try: someone already fixed it. (Ids start
+        # with their UTC time, so they compare in time order.)
+        if row is None or row.attempt_id is None:
+            return True
+        if mine is not None:
+            return not row.attempt_id > mine.attempt_id
+        return not (row.run_id or "") > run_id
+
+    return _plan(ctx, run_id, name, version, scope, unpublished)
+
+
+def judge_range(ctx: Context, model: str, partitions: str, version_ref: str | None) -> Plan:
+    """The judgment of rerunning the range `partitions` of `model`, whichever runs wrote it:
+    every partition of the range is selected, and judged as a run's would be."""
+    version = _version(ctx, model, version_ref)
+    chosen = version.spec.parse_range(partitions)
+    scope = {k.start: k for k in chosen}
+    return _plan(ctx, None, model, version, scope, lambda *_: True, chosen.label(version.spec.keys))
+
+
+def _version(ctx: Context, name: str, version_ref: str | None) -> Version:
+    ctx.project.model(name)
+    version = resolve(ctx, name, version_ref) if version_ref else ctx.state.active_version(name)
+    if version is None:
+        raise UsageError(f"model {name!r} has no active version; run `tidegate deploy {name}`")
+    return version
+
+
+def _plan(
+    ctx: Context,
+    of_run: str | None,
+    name: str,
+    version: Version,
+    scope: dict[int, PartitionKey],
+    selected: Callable[[int, PublishedPartition | None], bool],
+    requested: str | None = None,
+) -> Plan:
+    """Judge each partition of `scope`, those `selected` (by start and ledger row) to rerun."""
+    spec = version.spec
     # a run marked running whose process is gone holds nothing: the next writer settles it
     live_runs = {r.run_id for r in ctx.state.live_runs() if _alive(r.pid)}
     first, last = (min(scope), max(k.end for k in scope.values())) if scope else (0, 0)
@@ -125,23 +194,6 @@ def judge_rerun(
     for start in sorted(scope):
         key = scope[start]
         row = ctx.state.partition(name, start)
-        mine = attempted.get(start)
-        published_here = mine is not None and mine.state is AttemptState.PUBLISHED
-        # published by a later run than this one's try: someone already fixed it. (Ids start
-        # with their UTC time, so they compare in time order.)
-        published_since = (
-            row is not None
-            and row.attempt_id is not None
-            and not published_here
-            and (
-                row.attempt_id > mine.attempt_id
-                if mine is not None
-                else (row.run_id or "") > run_id
-            )
-        )
-        is_selected = start in selected or (
-            partitions is None and not published_here and not published_since
-        )
         live = row is not None and row.last_state.value in LIVE
         holder = ctx.state.get_attempt(row.last_attempt_id) if live and row else None
         facts.append(
@@ -149,7 +201,7 @@ def judge_rerun(
                 label=key.label(spec.keys),
                 start=start,
                 end=key.end,
-                selected=is_selected,
+                selected=selected(start, row),
                 state=row.last_state.value if row else None,
                 writer_version=row.version_id if row and row.attempt_id else None,
                 writer_run=row.run_id if row else None,
@@ -166,14 +218,15 @@ def judge_rerun(
         max_partitions=ctx.project.settings.rerun.max_partitions,
         approve_consumed=ctx.project.settings.rerun.approve_consumed,
     )
-    return Plan(run_id, name, version, judge(facts, rules))
+    return Plan(of_run, name, version, judge(facts, rules), requested)
 
 
 FILE_KEYS = frozenset({"run_id", "model", "partitions", "version", "approve", "approver"})
 
 
 def from_file(values: dict[str, Any], path: str) -> dict[str, str | None]:
-    """A reviewed rerun plan (the runbook, kept in git): its keys, all text."""
+    """A reviewed rerun plan (the runbook, kept in git): its keys, all text. `target` is what
+    `rerun` is given: the run, or (without one) the model."""
     unknown = sorted(set(values) - FILE_KEYS)
     if unknown:
         raise UsageError(
@@ -182,9 +235,10 @@ def from_file(values: dict[str, Any], path: str) -> dict[str, str | None]:
     wrong = sorted(k for k, v in values.items() if not isinstance(v, str))
     if wrong:
         raise UsageError(f"{path}: {wrong[0]} must be text")
-    if "run_id" not in values:
-        raise UsageError(f"{path}: a rerun plan names its run_id")
-    return {k: values.get(k) for k in FILE_KEYS}
+    if "run_id" not in values and "model" not in values:
+        raise UsageError(f"{path}: a rerun plan names its run_id, or a model and its partitions")
+    planned = {k: values.get(k) for k in FILE_KEYS}
+    return {**planned, "target": planned["run_id"] or planned["model"]}
 
 
 def rerun(
@@ -210,7 +264,7 @@ def rerun(
     to_run = plan.to_run
     if not to_run:
         raise UsageError(
-            f"nothing to rerun in {plan.of_run}: every partition is untouched or refused"
+            f"nothing to rerun in {plan.scope}: every partition is untouched or refused"
         )
     approval = Approval(ctx.actor, stamp(ctx.clock), approve) if waiting and approve else None
     before = {j.facts.start: _published(ctx, plan.model, j.facts.start) for j in to_run}
@@ -223,7 +277,7 @@ def rerun(
                 run_id=run_id,
                 kind=KIND,
                 models=(plan.model,),
-                partitions=f"{len(to_run)} partition(s) of {plan.of_run}",
+                partitions=f"{len(to_run)} partition(s) of {plan.scope}",
                 requester=ctx.actor,
                 status=RunStatus.RUNNING,
                 started_at=stamp(ctx.clock),
