@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -286,6 +287,7 @@ def run_batches(
             "detail": report.trigger.detail,
         },
         "notes": list(result.notes),
+        "nothing_to_resume": False,
     }
     document["cascade"] = None if cascade is None else cascade.document()
     progress.end(document)
@@ -345,6 +347,8 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
     """Continue a stopped or failed backfill from its checkpoints, with its recorded plan."""
     from tidegate.ops import backfill as op
 
+    if resumed_already(ctx, as_json, run_id, op.KIND):
+        return
     run = op.run_of(ctx, run_id)
     if run.distributed:
         from tidegate.domain.clock import SystemTimer
@@ -363,6 +367,38 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
             ctx, run_id, flag, progress.outcome, progress.start, on_throttle=progress.throttle
         ),
     )
+
+
+def resumed_already(ctx: Any, as_json: bool, run_id: str, kind: str) -> bool:
+    """Whether the run succeeded already; then say so, as the end of a run that did nothing."""
+    from tidegate.ops import backfill as op
+
+    run = op.already_succeeded(ctx, run_id, kind)
+    if run is None:
+        return False
+    reason = op.nothing_to_resume(run)
+    if as_json:
+        # a resume prints JSON lines: the no-op is the stream's one line, its end event
+        end: dict[str, Any] = {
+            "schema": "tidegate.backfill-event/v1",
+            "event": "end",
+            "run_id": run.run_id,
+            "status": run.status.value,
+            "reason": reason,
+            "published": 0,
+            "failed": 0,
+            "skipped": 0,
+            "rows": 0,
+            "source_rows": 0,
+            "trigger": None,
+            "notes": [],
+            "cascade": None,
+            "nothing_to_resume": True,
+        }
+        echo(json.dumps(end))
+    else:
+        echo(reason)
+    return True
 
 
 @backfill.command("stop")

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tidegate.cli import common, emit
-from tidegate.cli_backfill import BackfillGroup, request_stop, run_batches
+from tidegate.cli_backfill import (
+    BackfillGroup,
+    request_stop,
+    resumed_already,
+    run_batches,
+)
 from tidegate.terminal import echo
 
 if TYPE_CHECKING:
@@ -167,6 +172,8 @@ def resume(ctx: Context, as_json: bool, run_id: str, wait: bool) -> None:
     """Continue a stopped or failed recovery with its recorded plan."""
     from tidegate.ops import recover as op
 
+    if resumed_already(ctx, as_json, run_id, op.KIND):
+        return
     run_batches(
         as_json,
         lambda flag, progress: op.resume(ctx, run_id, flag, progress.outcome, progress.start),

@@ -194,7 +194,7 @@ def resume(
     kind: str, first: tuple[str, ...], at: tuple[str, ...]
 ) -> Callable[[Stores], tuple[str, ...] | None]:
     """After a kill: resume the killed run; start over when it never started; stop when it
-    had recorded its success before the kill (resuming it is refused: nothing to resume)."""
+    had recorded its success before the kill (resuming it would be a no-op)."""
 
     def carry_on(stores: Stores) -> tuple[str, ...] | None:
         found = newest_run(stores, kind)

@@ -733,3 +733,26 @@ def test_a_source_row_budget_stops_new_batches_before_any_finishes(project: Path
     attempted = [e for e in events(result) if e["event"] == "partition"]
     # the first batch read 20 rows: no second batch was started, though 4 could run at once
     assert len(attempted) == 1
+
+
+def test_resuming_a_backfill_that_succeeded_is_a_no_op(project: Path) -> None:
+    """Retry loops and orchestrators may call resume again: a finished run is left as it is."""
+    started = backfill(project, "daily_revenue", "--partitions", "2025-01-01..2025-01-02", "--json")
+    run_id = end_of(started)["run_id"]
+    ended_at = show_run(project, run_id)["ended_at"]
+    ledger = state_dump(project)
+    again = backfill(project, "resume", run_id)
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.strip() == f"nothing to resume: {run_id} succeeded at {ended_at}"
+    as_json = backfill(project, "resume", run_id, "--json")
+    assert as_json.exit_code == 0, as_json.stderr
+    [end] = events(as_json)
+    assert (end["event"], end["run_id"], end["status"], end["nothing_to_resume"]) == (
+        "end",
+        run_id,
+        "succeeded",
+        True,
+    )
+    assert end["reason"] == f"nothing to resume: {run_id} succeeded at {ended_at}"
+    assert state_dump(project) == ledger
+

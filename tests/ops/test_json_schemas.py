@@ -66,6 +66,7 @@ PRODUCED = {
     "backfill succeeded": "backfill-event",
     "rerun model": "rerun",
     "show run rerun model": "run",
+    "backfill resume succeeded": "backfill-event",
     "backfill stop": "backfill-stop",
     "backfill stopped": "backfill-event",
     "show run backfill stopped": "run",
@@ -255,7 +256,7 @@ def backfills(out: Outputs, project: Path, fresh: Path) -> None:
 
     example_project(fresh, rows_per_day=5)
     f = ("--project", fresh)
-    out.cli(
+    succeeded = out.cli(
         "backfill succeeded",
         *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-10", *f),
         *("--batch-size", "3", "--max-concurrency", "2"),
@@ -264,6 +265,7 @@ def backfills(out: Outputs, project: Path, fresh: Path) -> None:
         "rerun model", "rerun", "daily_revenue", "--partitions", "2025-01-01..2025-01-02", *f
     )
     out.cli("show run rerun model", "show", "run", model_rerun["run_id"], *f)
+    out.cli("backfill resume succeeded", "backfill", "resume", succeeded[-1]["run_id"], *f)
     # a whole year, one partition per batch: it is still running when the stop arrives
     process = spawn(
         *("backfill", "daily_revenue", "--partitions", "2025-01-11..2025-12-31", "--json", *f)
@@ -435,6 +437,9 @@ def test_the_backfill_outputs_cover_what_their_schemas_enumerate(outputs: Output
     }
     for label, stream in events.items():
         kinds = [e["event"] for e in stream]
+        if label == "backfill resume succeeded":  # a no-op: its one line is its end
+            assert kinds == ["end"] and stream[0]["nothing_to_resume"] is True
+            continue
         assert kinds[0] == "start" and kinds[-1] == "end", (label, kinds)
         # a recovery starts each model it recomputes
         assert set(kinds[1:-1]) <= {"partition", "start"}, (label, kinds)

@@ -337,6 +337,19 @@ def test_a_recovery_killed_mid_way_resumes_to_the_same_result(project: Path) -> 
     assert doc(project, "show", "run", run_id)["status"] == "succeeded"
 
 
+def test_resuming_a_recovery_that_succeeded_is_a_no_op(project: Path) -> None:
+    published(project)
+    cli(project, "taint", "daily_revenue", "--partitions", "2025-06-28", "--reason", "dup load")
+    end = json.loads(cli(project, "recover", "daily_revenue", "--json").stdout.splitlines()[-1])
+    run_id = end["run_id"]
+    ended_at = doc(project, "show", "run", run_id)["ended_at"]
+    again = cli(project, "recover", "resume", run_id)
+    assert again.stdout.strip() == f"nothing to resume: {run_id} succeeded at {ended_at}"
+    [line] = cli(project, "recover", "resume", run_id, "--json").stdout.splitlines()
+    noop = json.loads(line)
+    assert (noop["event"], noop["status"], noop["nothing_to_resume"]) == ("end", "succeeded", True)
+
+
 # -- merge and append: only a rebuild clears a taint ------------------------------------------
 
 BOGUS_DAY = "2025-01-02"

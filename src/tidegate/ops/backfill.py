@@ -484,6 +484,17 @@ def run_of(ctx: Context, run_id: str, kind: str = KIND) -> Run:
     return run
 
 
+def already_succeeded(ctx: Context, run_id: str, kind: str = KIND) -> Run | None:
+    """The run, when it succeeded already: resuming it is then a no-op, not an error, so that
+    retry loops and orchestrators may call resume again safely. Reads only the ledger."""
+    run = run_of(ctx, run_id, kind)
+    return run if run.status is RunStatus.SUCCEEDED else None
+
+
+def nothing_to_resume(run: Run) -> str:
+    return f"nothing to resume: {run.run_id} succeeded at {run.ended_at}"
+
+
 def resumable(ctx: Context, run_id: str, kind: str = KIND) -> Run:
     """A run of `kind` that may resume: neither done nor running (read inside the writer
     session, after it reconciled a dead writer)."""
