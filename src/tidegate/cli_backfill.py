@@ -20,13 +20,50 @@ from tidegate.terminal import echo
 STOPPED_EXIT = 5
 
 
+class _MainFormContext(click.Context):
+    @property
+    def command_path(self) -> str:
+        # the group's own path: what users type is `backfill MODEL`, never the hidden name
+        # `start` the group dispatches it to (usage lines, "Try … --help")
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
+class MainForm(click.Command):
+    """The command a group runs when its first word names none of its subcommands
+    (`backfill MODEL …`): registered, hidden, as `start`; `usage` is its form after the group."""
+
+    context_class = _MainFormContext
+
+    def __init__(self, *args: Any, usage: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.usage = usage
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [self.usage]
+
+
 class BackfillGroup(click.Group):
-    """`backfill MODEL …` starts one; `backfill resume|stop|list` are subcommands."""
+    """`backfill MODEL …` starts one; `backfill resume|stop|list` are subcommands. Its help is
+    the main form's (usage and options) followed by the subcommands."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
             args = ["start", *args]
         return super().parse_args(ctx, args)
+
+    @property
+    def main_form(self) -> MainForm:
+        command = self.commands["start"]
+        assert isinstance(command, MainForm)
+        return command
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, self.main_form.usage)
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.main_form.format_options(ctx, formatter)
+        self.format_commands(ctx, formatter)
 
 
 @click.group(cls=BackfillGroup)
@@ -52,7 +89,9 @@ def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-@backfill.command("start", hidden=True)
+@backfill.command(
+    "start", cls=MainForm, hidden=True, usage="MODEL --partitions START..END [OPTIONS]"
+)
 @click.argument("model", required=False)
 @click.option("--partitions", default=None, help="START..END in the model's grain, or all.")
 @click.option("--batch-size", type=int, default=None, help="Partitions per batch (default 1).")

@@ -10,6 +10,7 @@ import click
 from tidegate.cli import common, emit
 from tidegate.cli_backfill import (
     BackfillGroup,
+    MainForm,
     request_stop,
     resumed_already,
     run_batches,
@@ -93,7 +94,9 @@ def recover() -> None:
     """Recompute tainted partitions, upstream first, and clear their taint."""
 
 
-@recover.command("start", hidden=True)
+@recover.command(
+    "start", cls=MainForm, hidden=True, usage="MODEL [--partitions START..END] [OPTIONS]"
+)
 @click.argument("model", required=False)
 @click.option("--partitions", default=None, help="Only the tainted partitions in START..END.")
 @click.option("--batch-size", type=int, default=None, help="Partitions per batch (default 7).")

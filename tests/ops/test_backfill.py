@@ -756,3 +756,32 @@ def test_resuming_a_backfill_that_succeeded_is_a_no_op(project: Path) -> None:
     assert end["reason"] == f"nothing to resume: {run_id} succeeded at {ended_at}"
     assert state_dump(project) == ledger
 
+
+@pytest.mark.parametrize(
+    ("group", "main_form", "subcommands"),
+    [
+        (
+            "backfill",
+            "tidegate backfill MODEL --partitions START..END [OPTIONS]",
+            ("resume", "stop", "list"),
+        ),
+        (
+            "recover",
+            "tidegate recover MODEL [--partitions START..END] [OPTIONS]",
+            ("resume", "stop"),
+        ),
+    ],
+)
+def test_the_help_shows_the_main_form_its_options_and_the_subcommands(
+    group: str, main_form: str, subcommands: tuple[str, ...]
+) -> None:
+    for args in ((group, "--help"), (group, "daily_revenue", "--help")):
+        shown = run_cli(*args)
+        assert shown.exit_code == 0, shown.stderr
+        assert main_form in shown.stdout, shown.stdout
+        assert "--batch-size" in shown.stdout and "--dry-run" in shown.stdout
+        # the main form runs a hidden command: no help may send anyone to it
+        assert f"{group} start" not in shown.stdout
+    listed = run_cli(group, "--help").stdout
+    for word in subcommands:
+        assert f"tidegate {group} {word} RUN_ID" in listed or f"  {word} " in listed, word
