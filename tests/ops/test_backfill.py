@@ -785,3 +785,21 @@ def test_the_help_shows_the_main_form_its_options_and_the_subcommands(
     listed = run_cli(group, "--help").stdout
     for word in subcommands:
         assert f"tidegate {group} {word} RUN_ID" in listed or f"  {word} " in listed, word
+
+
+def test_a_backfill_without_a_range_shows_one(project: Path, tmp_path: Path) -> None:
+    ledger = state_dump(project)
+    missing = backfill(project, "daily_revenue")
+    assert missing.exit_code == 2
+    [line] = missing.stderr.splitlines()
+    assert "--partitions 2025-01-01..2025-12-31" in line and "--partitions all" in line
+    assert "key-range" in line
+    plan = tmp_path / "plan.toml"
+    plan.write_text('model = "daily_revenue"\n')
+    from_file = backfill(project, "--file", plan)
+    assert from_file.exit_code == 2
+    [line] = from_file.stderr.splitlines()
+    assert 'partitions = "2025-01-01..2025-12-31"' in line and '"all"' in line
+    unnamed = backfill(project, "--partitions", "2025-01-01")
+    assert unnamed.exit_code == 2 and "tidegate backfill MODEL --partitions" in unnamed.stderr
+    assert state_dump(project) == ledger

@@ -21,7 +21,7 @@ from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
-from tidegate.domain.partitions import Grain, IntervalSet
+from tidegate.domain.partitions import Grain, IntervalSet, example_range
 from tidegate.domain.run import Run
 from tidegate.domain.taint import MarkKind
 from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustment, parse_seconds
@@ -525,6 +525,22 @@ def runs(ctx: Context) -> list[Run]:
     return ctx.state.runs(kind=KIND)
 
 
+def _missing(key: str, plan_file: str | None) -> str:
+    """What a request without `key` lacks, with an example of it (flags, or a plan's keys)."""
+    days = example_range(Grain.DAY)
+    every = "every partition of a key-list, key-range or cursor model"
+    if plan_file is not None:
+        example = (
+            f'partitions = "{days}" (or "all": {every})'
+            if key == "partitions"
+            else 'model = "MODEL"'
+        )
+        return f"{plan_file}: {key} is required, e.g. {example}"
+    if key == "model":
+        return f"backfill needs a MODEL: tidegate backfill MODEL --partitions {days}"
+    return f"backfill needs --partitions, e.g. --partitions {days}, or --partitions all ({every})"
+
+
 def read_plan_file(path: Path) -> tuple[dict[str, Any], str]:
     """The parameters of a reviewed plan file and its exact text (stored with the run)."""
     if not path.is_file():
@@ -565,7 +581,7 @@ def request_from(values: dict[str, Any], plan_file: str | None, plan_text: str |
         raise UsageError(f"{plan_file or 'backfill'}: unknown key(s) {', '.join(unknown)}")
     for required in ("model", "partitions"):
         if not values.get(required):
-            raise UsageError(f"{plan_file or 'backfill'}: {required} is required")
+            raise UsageError(_missing(required, plan_file))
     # a failure budget means "tolerate failures up to it": a failed check then no longer halts
     budget = values.get("max_failures") is not None or values.get("max_failure_ratio") is not None
     try:
