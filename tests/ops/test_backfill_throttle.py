@@ -259,3 +259,22 @@ def test_batches_publish_one_at_a_time_while_others_compute(project: Path) -> No
     assert staged.highest == 3, "the batches did not compute together"
     assert publishing.entered == 9
     assert publishing.highest == 1 and not beside.is_set(), "two publishes overlapped"
+
+
+def test_a_throttled_run_ends_once_its_last_batch_is_done(project: Path) -> None:
+    """No rate slot is waited for when no batch is left to start: 10 batches at 5/min start at
+    0s and 60s, and the run ends as the last one is done, not a window later (the fake clock
+    moves only when the executor waits, so a batch takes no time on it)."""
+    timer = FakeTimer()
+    starts: list[float] = []
+    partitions = "2025-07-01..2025-07-10"
+    with session_for(project) as (ctx, session, version):
+        report = session.executor(timer).execute(
+            new_run(ctx, partitions),
+            version,
+            enumerate(batches(version, partitions, batch_size=1)),
+            Options(rate_per_minute=5, on_batch=lambda _i, _b, at: starts.append(at)),
+        )
+    assert report.published == 10
+    assert starts[-1] - starts[0] <= RATE_WINDOW_SECONDS + 1e-3, starts
+    assert timer.now - starts[-1] < 1e-3, (timer.now, starts[-1], timer.slept)

@@ -209,6 +209,7 @@ class Executor:
         starts: list[float] = []
         inflight: dict[Future[Tally], Batch] = {}
         exhausted = False
+        ready: tuple[int, PartitionRange] | None = None
         adaptive = options.adaptive
 
         def check_stop_loss() -> None:
@@ -248,6 +249,13 @@ class Executor:
                 check_stop_loss()
                 if report.trigger is not None:
                     continue
+            if ready is None:
+                # the next batch is taken before any rate wait: with none left, the run ends
+                # now instead of holding the warehouse for a slot nothing would use
+                ready = next(pending, None)
+                if ready is None:
+                    exhausted = True
+                    continue
             now = self.timer.monotonic()
             delay = next_start_delay(starts, now, options.rate_per_minute)
             if adaptive is not None:
@@ -260,11 +268,7 @@ class Executor:
                 else:
                     self.timer.sleep(pause)
                 continue
-            try:
-                index, batch = next(pending)
-            except StopIteration:
-                exhausted = True
-                continue
+            (index, batch), ready = ready, None
             starts.append(self.timer.monotonic())
             # only the newest `rate` starts matter to the sliding window: memory stays bounded
             del starts[: -(options.rate_per_minute or 1)]
