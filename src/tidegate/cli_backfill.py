@@ -184,7 +184,13 @@ def start(
     run_batches(
         as_json,
         lambda flag, progress: op.start(
-            ctx, request, flag, progress.outcome, progress.start, on_throttle=progress.throttle
+            ctx,
+            request,
+            flag,
+            progress.outcome,
+            progress.start,
+            on_throttle=progress.throttle,
+            watch=progress,
         ),
         after=after,
     )
@@ -360,7 +366,13 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
     run_batches(
         as_json,
         lambda flag, progress: op.resume(
-            ctx, run_id, flag, progress.outcome, progress.start, on_throttle=progress.throttle
+            ctx,
+            run_id,
+            flag,
+            progress.outcome,
+            progress.start,
+            on_throttle=progress.throttle,
+            watch=progress,
         ),
     )
 

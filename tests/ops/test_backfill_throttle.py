@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.kit import warehouse_rows
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.backfill import RATE_WINDOW_SECONDS, BackfillPlan
@@ -278,3 +280,41 @@ def test_a_throttled_run_ends_once_its_last_batch_is_done(project: Path) -> None
     assert report.published == 10
     assert starts[-1] - starts[0] <= RATE_WINDOW_SECONDS + 1e-3, starts
     assert timer.now - starts[-1] < 1e-3, (timer.now, starts[-1], timer.slept)
+
+
+def test_the_eta_counts_the_throttle_and_rate_waits_are_shown(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """10 partitions at 5/min, each taking 2s on the fake clock: five are done at 10s, and the
+    rest wait for the window until 60s. The ETA at 5/10 says so (the measured pace alone said
+    10s), and without a terminal a line is printed during the wait."""
+    from tidegate.ops import backfill as op
+    from tidegate.progress import BackfillProgress
+
+    timer = FakeTimer(0.0)
+    progress = BackfillProgress(as_json=False, timer=timer)
+    halfway: list[tuple[float, float]] = []
+
+    def outcome(done: Outcome) -> None:
+        timer.now += 2.0
+        progress.outcome(done)
+        if progress.done == 5:
+            halfway.append((timer.now, progress.eta()))
+
+    ctx = Context(project)
+    try:
+        request = op.Request("daily_revenue", "2025-07-01..2025-07-10", rate="5/min")
+        result = op.start(
+            ctx, request, threading.Event(), outcome, progress.start, timer, watch=progress
+        )
+    finally:
+        ctx.close()
+    assert result.report.published == 10
+    [(at, eta)] = halfway
+    truth = timer.now - at
+    assert truth >= 50.0, truth
+    assert abs(eta - truth) <= 0.2 * truth, (eta, truth)
+    lines = capsys.readouterr().out.splitlines()
+    waits = [line for line in lines if "5/10 partitions, waiting for a rate slot, next in" in line]
+    assert len(waits) >= 10, lines  # one every two seconds of a 50s wait
+    assert "ETA 5" in waits[0] or "ETA 6" in waits[0], waits[0]

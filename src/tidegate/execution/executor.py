@@ -65,6 +65,9 @@ class Options:
     stop_requested: Callable[[], bool] = lambda: False
     on_outcome: Callable[[Outcome], None] = lambda _: None
     on_batch: Callable[[int, PartitionRange, float], None] = lambda *_: None
+    # no batch starts for this many seconds more: the rate's window is full (called as the
+    # wait passes, every STOP_POLL_SECONDS at most)
+    on_wait: Callable[[float], None] = lambda _: None
     # publish each partition whole, replacing its rows, whatever the model's write mode: a
     # recovery rebuilds what was contaminated (a merge or an append would keep the bad rows)
     rebuild: bool = False
@@ -261,6 +264,7 @@ class Executor:
             if adaptive is not None:
                 delay = max(delay, adaptive.delay(starts[-1] if starts else None, now))
             if delay > 0:
+                options.on_wait(delay)
                 # wait in short slices: a stop request is seen within STOP_POLL_SECONDS
                 pause = min(delay, STOP_POLL_SECONDS)
                 if inflight:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, parse_rate
@@ -21,7 +21,7 @@ from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
-from tidegate.domain.partitions import Grain, IntervalSet
+from tidegate.domain.partitions import Grain, IntervalSet, PartitionRange
 from tidegate.domain.run import Run
 from tidegate.domain.taint import MarkKind
 from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustment, parse_seconds
@@ -64,6 +64,14 @@ class Request:
     lock_timeout: str | None = None
     statement_timeout: str | None = None
     max_batch_latency: str | None = None
+
+
+class Watch(Protocol):
+    """What a live display is told besides outcomes: batch starts and rate waits."""
+
+    def batch(self, index: int, window: PartitionRange, at: float) -> None: ...
+
+    def waiting(self, seconds: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -173,11 +181,12 @@ def start(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
     on_throttle: Callable[[Adjustment], None] = lambda _: None,
+    watch: Watch | None = None,
 ) -> Result:
     version = active_version(ctx, request.model, request.force_paused)
     if version.spec.cursor is not None:
         return _start_cursor(
-            ctx, request, version, stop_flag, on_outcome, on_start, timer, on_throttle
+            ctx, request, version, stop_flag, on_outcome, on_start, timer, on_throttle, watch
         )
     plan = make_plan(ctx, request)
     refuse_empty(plan, request)
@@ -212,6 +221,7 @@ def start(
             timer,
             on_throttle,
             request.force_paused,
+            watch=watch,
         )
 
 
@@ -224,6 +234,7 @@ def _start_cursor(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None,
     on_throttle: Callable[[Adjustment], None],
+    watch: Watch | None = None,
 ) -> Result:
     """A cursor model's backfill: its interval is read from the source once the run holds
     the warehouse (see ops/cursor_backfill.py)."""
@@ -256,6 +267,7 @@ def _start_cursor(
             on_throttle,
             request.force_paused,
             found,
+            watch,
         )
 
 
@@ -308,6 +320,7 @@ def resume(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
     on_throttle: Callable[[Adjustment], None] = lambda _: None,
+    watch: Watch | None = None,
 ) -> Result:
     run_of(ctx, run_id)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
@@ -338,6 +351,7 @@ def resume(
             timer,
             on_throttle,
             batches=found,
+            watch=watch,
         )
 
 
@@ -360,6 +374,7 @@ def _execute(
     on_throttle: Callable[[Adjustment], None],
     force_paused: bool = False,
     batches: cursor_backfill.Batches | None = None,
+    watch: Watch | None = None,
 ) -> Result:
     """Run the plan's batches (`batches` when given: a cursor model's), skipping `done`."""
     version = _version_of(ctx, plan)
@@ -386,6 +401,8 @@ def _execute(
         if plan.max_batch_latency is None
         else AdaptiveThrottle(plan.max_batch_latency, plan.rate_per_minute),
         on_throttle=throttled,
+        on_batch=watch.batch if watch is not None else lambda *_: None,
+        on_wait=watch.waiting if watch is not None else lambda _: None,
     )
     # `resume` continues a run cut short from its checkpoints
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
