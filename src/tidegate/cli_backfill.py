@@ -297,7 +297,13 @@ def run_batches(
     progress.end(document)
     if not as_json:
         echo(
-            f"{result.run_id}: {result.status.value}; {report.published} published, "
+            f"{result.run_id}: {result.status.value}; {report.published} published"
+            + (
+                f" ({progress.published} of {progress.total} in all)"
+                if progress.before
+                else ""
+            )
+            + ", "
             f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
             + (f" — {result.reason}" if result.reason else "")
         )

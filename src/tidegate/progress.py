@@ -52,6 +52,8 @@ class BackfillProgress:
         self.done = self.published = self.failed = self.skipped = self.rows = 0
         self.max_failures: int | None = None
         self.plan: BackfillPlan | None = None
+        # published by the run before this process resumed it: counted in done and published
+        self.before = 0
         self.began = self.timer.monotonic()
         self.unstarted_batches = 0
         self.starts: list[float] = []
@@ -65,7 +67,7 @@ class BackfillProgress:
     def start(self, run_id: str, plan: BackfillPlan) -> None:
         """A run begins, or its next model does (a recovery goes model by model)."""
         self.run_id, self.total, self.plan = run_id, plan.partitions, plan
-        self.done = self.published = self.failed = self.skipped = self.rows = 0
+        self.done = self.published = self.failed = self.skipped = self.rows = self.before = 0
         self.max_failures = plan.stop_loss.max_failures
         self.began = self.timer.monotonic()
         # a cursor's batches are found as it runs: only their measured pace tells
@@ -111,6 +113,17 @@ class BackfillProgress:
                 f"{run_id}: {self.verb} {plan.partitions} partition(s) of {plan.model} "
                 f"in batches of {plan.batch_size}"
             )
+
+    def resumed(self, published: int) -> None:
+        """The run resumes with `published` of its partitions published before: progress
+        counts the whole run, and so reaches 100% when it is done."""
+        self.before = published
+        self.done += published
+        self.published += published
+        if self.tty:
+            self._bar.update(self._task, completed=self.done, detail=self._detail())
+        elif not self.as_json:
+            echo(f"{self.run_id}: {published} of {self.total} published before; resuming")
 
     def batch(self, _index: int, window: PartitionRange, at: float) -> None:
         """A batch started at `at` (the timer's time)."""
@@ -185,7 +198,8 @@ class BackfillProgress:
         return eta_seconds(
             unstarted_batches=self.unstarted_batches,
             remaining_partitions=self.total - self.done,
-            done=self.done,
+            # the pace is this process's: what was published before took no time of it
+            done=self.done - self.before,
             elapsed=max(now - self.began, 1e-6),
             starts=self.starts,
             now=now,

@@ -318,3 +318,37 @@ def test_the_eta_counts_the_throttle_and_rate_waits_are_shown(
     waits = [line for line in lines if "5/10 partitions, waiting for a rate slot, next in" in line]
     assert len(waits) >= 10, lines  # one every two seconds of a 50s wait
     assert "ETA 5" in waits[0] or "ETA 6" in waits[0], waits[0]
+
+
+def stopped_after(project: Path, partitions: str, published: int, rate: str | None = None) -> str:
+    """A backfill over `partitions` stopped once `published` of them are published (as
+    `backfill stop` would); its run id."""
+    from tidegate.ops import backfill as op
+
+    stop = threading.Event()
+    count: list[Outcome] = []
+
+    def outcome(done: Outcome) -> None:
+        count.append(done)
+        if len(count) == published:
+            stop.set()
+
+    ctx = Context(project)
+    try:
+        request = op.Request("daily_revenue", partitions, rate=rate)
+        result = op.start(ctx, request, stop, outcome, lambda *_: None, FakeTimer())
+    finally:
+        ctx.close()
+    assert result.status is RunStatus.STOPPED and result.report.published == published
+    return result.run_id
+
+
+def test_a_resumed_run_counts_what_it_published_before(project: Path) -> None:
+    from tests.kit import tidegate
+
+    run_id = stopped_after(project, "2025-07-01..2025-07-10", 2)
+    resumed = tidegate("backfill", "resume", run_id, "--project", project)
+    assert resumed.exit_code == 0, resumed.stderr
+    lines = resumed.stdout.splitlines()
+    assert f"{run_id}: 10/10 partitions" in lines[-2], lines
+    assert lines[-1].startswith(f"{run_id}: succeeded; 8 published (10 of 10 in all)"), lines

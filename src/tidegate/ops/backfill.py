@@ -73,6 +73,8 @@ class Watch(Protocol):
 
     def waiting(self, seconds: float) -> None: ...
 
+    def resumed(self, published: int) -> None: ...
+
 
 @dataclass(frozen=True)
 class Result:
@@ -340,6 +342,9 @@ def resume(
             on_outcome = cursor_backfill.recording(on_outcome, outcomes)
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
+        if watch is not None and plan.grain is not Grain.CURSOR:
+            # a cursor's checkpoints are intervals of its values, not partitions to count
+            watch.resumed(sum(len(r) for r in done.ranges(plan.grain, plan.chunk_size)))
         return _execute(
             ctx,
             session,
