@@ -352,3 +352,43 @@ def test_a_resumed_run_counts_what_it_published_before(project: Path) -> None:
     lines = resumed.stdout.splitlines()
     assert f"{run_id}: 10/10 partitions" in lines[-2], lines
     assert lines[-1].startswith(f"{run_id}: succeeded; 8 published (10 of 10 in all)"), lines
+
+
+class Starts:
+    """A live display that keeps the batch starts it is told of."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+
+    def batch(self, _index: int, _window: PartitionRange, at: float) -> None:
+        self.at.append(at)
+
+    def waiting(self, seconds: float) -> None:
+        pass
+
+    def resumed(self, published: int) -> None:
+        pass
+
+
+def test_a_resumed_run_keeps_the_rate_window_of_its_earlier_starts(project: Path) -> None:
+    """5 batches start at 5/min and the run stops; its resume, a moment later, must wait for
+    them to leave the window before starting the next five."""
+    import time
+
+    from tidegate.ops import backfill as op
+
+    stopped_at = time.monotonic()
+    run_id = stopped_after(project, "2025-07-01..2025-07-10", 5, rate="5/min")
+    timer, starts = FakeTimer(), Starts()
+    ctx = Context(project)
+    try:
+        result = op.resume(
+            ctx, run_id, threading.Event(), lambda _: None, lambda *_: None, timer, watch=starts
+        )
+    finally:
+        ctx.close()
+    gap = time.monotonic() - stopped_at  # real seconds since the earlier starts, at most
+    assert result.report.published == 5 and len(starts.at) == 5
+    waited = starts.at[0] - 1000.0
+    assert RATE_WINDOW_SECONDS - gap - 1 <= waited <= RATE_WINDOW_SECONDS, (waited, gap)
+    assert most_in_any_window(starts.at, RATE_WINDOW_SECONDS) <= 5

@@ -283,3 +283,16 @@ def test_the_eta_is_the_slower_of_the_measured_pace_and_the_throttle() -> None:
     # batches slower than their slots: the measured pace
     assert eta_seconds(1, 1, 9, 900.0, [0.0], 900.0, 5, 100.0) == 100.0
     assert eta_seconds(0, 0, 10, 70.0, starts, 70.0, 5, 2.0) == 0.0
+
+
+def test_a_resume_carries_the_recorded_starts_inside_the_window() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from tidegate.domain.backfill import carried_starts
+
+    now = datetime(2025, 7, 1, 12, tzinfo=timezone.utc)
+    ago = [now - timedelta(seconds=s) for s in (90, 50, 50, 20, 5, -30)]
+    # a batch's partitions share its start; older than the window or after now: dropped
+    assert carried_starts(ago, now, 1000.0, 30) == (950.0, 980.0, 995.0)
+    assert carried_starts(ago, now, 1000.0, 2) == (980.0, 995.0)
+    assert carried_starts(ago, now, 1000.0, None) == ()

@@ -7,8 +7,9 @@ never one recomputed from today's date or the current code.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tidegate.domain.errors import UsageError
@@ -229,3 +230,20 @@ def eta_seconds(
         return measured
     paced = paced_seconds(unstarted_batches, starts, now, rate) + (batch_seconds or 0.0)
     return max(measured, paced)
+
+
+def carried_starts(
+    started_at: Iterable[datetime], wall_now: datetime, monotonic_now: float, rate: int | None
+) -> tuple[float, ...]:
+    """A run's recorded batch starts (wall times) still inside the rate's window, on the
+    timer's clock: a resume continues the sliding window instead of beginning a new one. The
+    partitions of a batch share its start, so each start counts once; a start recorded after
+    `wall_now` (a clock set back) is not trusted."""
+    if rate is None:
+        return ()
+    ages = sorted(
+        {(wall_now - at).total_seconds() for at in started_at},
+        reverse=True,
+    )
+    recent = [age for age in ages if 0 <= age < RATE_WINDOW_SECONDS][-rate:]
+    return tuple(monotonic_now - age for age in recent)

@@ -61,6 +61,9 @@ class Options:
     # more batches than that (one batch of a whole month keeps all of them)
     batches: int | None = None
     rate_per_minute: int | None = None
+    # the run's batch starts before this execute, on the timer's clock (a resume's): the
+    # sliding window carries on from them
+    earlier_starts: tuple[float, ...] = ()
     stop_loss: StopLoss = NO_STOP_LOSS
     stop_requested: Callable[[], bool] = lambda: False
     on_outcome: Callable[[Outcome], None] = lambda _: None
@@ -209,7 +212,7 @@ class Executor:
     ) -> None:
         began = self.timer.monotonic()
         in_flight = in_flight_limit(version, options)
-        starts: list[float] = []
+        starts: list[float] = list(options.earlier_starts)
         inflight: dict[Future[Tally], Batch] = {}
         exhausted = False
         ready: tuple[int, PartitionRange] | None = None

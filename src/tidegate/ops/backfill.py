@@ -11,12 +11,13 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from tidegate.domain.attempt import RunStatus
-from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, parse_rate
-from tidegate.domain.clock import Polled, SystemTimer, Timer, stamp
+from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, carried_starts, parse_rate
+from tidegate.domain.clock import Polled, SystemClock, SystemTimer, Timer, stamp
 from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
@@ -398,6 +399,7 @@ def _execute(
         max_concurrency=plan.max_concurrency,
         batches=None if batches is not None else plan.batch_count(done),
         rate_per_minute=plan.rate_per_minute,
+        earlier_starts=earlier_starts(ctx, run_id, plan, timer),
         stop_loss=plan.stop_loss,
         stop_requested=lambda: stop_flag.is_set() or held(),
         on_outcome=on_outcome,
@@ -435,6 +437,23 @@ def _execute(
         ],
     )
     return Result(run_id, plan, status, report, reason, tuple(notes))
+
+
+def earlier_starts(
+    ctx: Context, run_id: str, plan: BackfillPlan, timer: Timer
+) -> tuple[float, ...]:
+    """The run's recorded batch starts inside the rate's window, on `timer`'s clock: a resume
+    honours the window its earlier batches opened. The real wall clock, not `--as-of`: the
+    attempts were stamped at real instants unless `--as-of` fixed them, and fixed stamps are
+    then outside the window or after now, and ignored."""
+    if plan.rate_per_minute is None:
+        return ()
+    started = [
+        datetime.fromisoformat(a.started_at)
+        for a in ctx.state.attempts_of_run(run_id)
+        if a.started_at
+    ]
+    return carried_starts(started, SystemClock().now(), timer.monotonic(), plan.rate_per_minute)
 
 
 def record_adjustment(ctx: Context, run_id: str, model: str, adjustment: Adjustment) -> None:
