@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -315,11 +316,13 @@ def run_batches(
         cascade_exit(cascade, stop_flag)
     if result.status is RunStatus.STOPPED:
         if stop_flag.is_set():
-            fail(
-                f"interrupted; resume with `tidegate {command} resume {result.run_id}`",
-                INTERRUPTED_EXIT,
-                False,
+            # what the operator asked for, not an error: one line, with what to run next
+            echo(
+                f"stopped on request (Ctrl-C): {progress.published} of {progress.total} "
+                f"published; resume with tidegate {command} resume {result.run_id}",
+                err=True,
             )
+            sys.exit(INTERRUPTED_EXIT)
         fail(f"{command} {result.run_id} stopped on request; resumable", STOPPED_EXIT, False)
     if result.status is not RunStatus.SUCCEEDED:
         fail(f"{command} {result.run_id} failed: {result.reason}", 1, False)
