@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -224,7 +225,13 @@ def start(
     run_batches(
         as_json,
         lambda flag, progress: op.start(
-            ctx, request, flag, progress.outcome, progress.start, on_throttle=progress.throttle
+            ctx,
+            request,
+            flag,
+            progress.outcome,
+            progress.start,
+            on_throttle=progress.throttle,
+            watch=progress,
         ),
         after=after,
     )
@@ -332,7 +339,13 @@ def run_batches(
     progress.end(document)
     if not as_json:
         echo(
-            f"{result.run_id}: {result.status.value}; {report.published} published, "
+            f"{result.run_id}: {result.status.value}; {report.published} published"
+            + (
+                f" ({progress.published} of {progress.total} in all)"
+                if progress.before
+                else ""
+            )
+            + ", "
             f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
             + (f" — {result.reason}" if result.reason else "")
         )
@@ -344,11 +357,13 @@ def run_batches(
         cascade_exit(cascade, stop_flag)
     if result.status is RunStatus.STOPPED:
         if stop_flag.is_set():
-            fail(
-                f"interrupted; resume with `tidegate {command} resume {result.run_id}`",
-                INTERRUPTED_EXIT,
-                False,
+            # what the operator asked for, not an error: one line, with what to run next
+            echo(
+                f"stopped on request (Ctrl-C): {progress.published} of {progress.total} "
+                f"published; resume with tidegate {command} resume {result.run_id}",
+                err=True,
             )
+            sys.exit(INTERRUPTED_EXIT)
         fail(f"{command} {result.run_id} stopped on request; resumable", STOPPED_EXIT, False)
     if result.status is not RunStatus.SUCCEEDED:
         fail(f"{command} {result.run_id} failed: {result.reason}", 1, False)
@@ -403,7 +418,13 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
     run_batches(
         as_json,
         lambda flag, progress: op.resume(
-            ctx, run_id, flag, progress.outcome, progress.start, on_throttle=progress.throttle
+            ctx,
+            run_id,
+            flag,
+            progress.outcome,
+            progress.start,
+            on_throttle=progress.throttle,
+            watch=progress,
         ),
     )
 

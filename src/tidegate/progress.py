@@ -4,44 +4,76 @@ JSON lines with --json."""
 from __future__ import annotations
 
 import json
+import math
 import sys
-import time
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from tidegate.domain.attempt import AttemptState
-from tidegate.domain.backfill import BackfillPlan
-from tidegate.domain.partitions import Grain, PartitionRange
+from tidegate.domain.backfill import BackfillPlan, eta_seconds
+from tidegate.domain.clock import SystemTimer, Timer
+from tidegate.domain.partitions import Grain, PartitionKey, PartitionRange
 from tidegate.domain.throttle import Adjustment
 from tidegate.execution.executor import Outcome
 from tidegate.terminal import echo
 
 PLAIN_EVERY_SECONDS = 2.0
+# batch times the ETA averages: recent ones, as a database's load changes over a long run
+BATCH_TIMES_KEPT = 20
+
+
+@dataclass
+class _Started:
+    """A batch in flight: when it started, and how many of its partitions are still to come."""
+
+    window: PartitionRange
+    at: float
+    left: int
+
+    def holds(self, partition: PartitionKey) -> bool:
+        return self.window.start <= partition.start < self.window.end
 
 
 class BackfillProgress:
     """Counts outcomes and shows them; one instance per backfill command."""
 
-    def __init__(self, as_json: bool, verb: str = "backfilling") -> None:
+    def __init__(
+        self, as_json: bool, verb: str = "backfilling", timer: Timer | None = None
+    ) -> None:
         self.as_json = as_json
         self.verb = verb
         self.tty = sys.stdout.isatty() and not as_json
+        # the executor's timer: batch starts and rate waits are measured on the same clock
+        self.timer = timer or SystemTimer()
         self.run_id = ""
         self.total = 0
         self.done = self.published = self.failed = self.skipped = self.rows = 0
         self.max_failures: int | None = None
-        self.began = time.monotonic()
+        self.plan: BackfillPlan | None = None
+        # published by the run before this process resumed it: counted in done and published
+        self.before = 0
+        self.began = self.timer.monotonic()
+        self.unstarted_batches = 0
+        self.starts: list[float] = []
+        self.batch_times: list[float] = []
+        self._in_flight: list[_Started] = []
+        self._waiting: float | None = None
         self._last_line = 0.0
         self._bar: Any = None
         self._task: Any = None
 
     def start(self, run_id: str, plan: BackfillPlan) -> None:
         """A run begins, or its next model does (a recovery goes model by model)."""
-        self.run_id, self.total = run_id, plan.partitions
-        self.done = self.published = self.failed = self.skipped = self.rows = 0
+        self.run_id, self.total, self.plan = run_id, plan.partitions, plan
+        self.done = self.published = self.failed = self.skipped = self.rows = self.before = 0
         self.max_failures = plan.stop_loss.max_failures
-        self.began = time.monotonic()
+        self.began = self.timer.monotonic()
+        # a cursor's batches are found as it runs: only their measured pace tells
+        self.unstarted_batches = 0 if plan.grain is Grain.CURSOR else plan.batch_count()
+        self.starts, self.batch_times, self._in_flight = [], [], []
+        self._waiting = None
         if self.as_json:
             self._emit(
                 {
@@ -56,7 +88,7 @@ class BackfillProgress:
                 }
             )
         elif self.tty:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, Progress, TextColumn
 
             from tidegate.render import console
 
@@ -67,8 +99,8 @@ class BackfillProgress:
                     TextColumn("{task.description}", markup=False),
                     BarColumn(),
                     TextColumn("{task.completed}/{task.total}"),
+                    # the ETA is in the detail: rich's own would ignore the throttle
                     TextColumn("{task.fields[detail]}"),
-                    TimeRemainingColumn(),
                     console=console,
                 )
                 self._bar.start()
@@ -82,8 +114,39 @@ class BackfillProgress:
                 f"in batches of {plan.batch_size}"
             )
 
+    def resumed(self, published: int) -> None:
+        """The run resumes with `published` of its partitions published before: progress
+        counts the whole run, and so reaches 100% when it is done."""
+        self.before = published
+        self.done += published
+        self.published += published
+        if self.tty:
+            self._bar.update(self._task, completed=self.done, detail=self._detail())
+        elif not self.as_json:
+            echo(f"{self.run_id}: {published} of {self.total} published before; resuming")
+
+    def batch(self, _index: int, window: PartitionRange, at: float) -> None:
+        """A batch started at `at` (the timer's time)."""
+        self._waiting = None
+        self.starts.append(at)
+        # only the newest `rate` starts matter to the sliding window
+        rate = self.plan.rate_per_minute if self.plan is not None else None
+        del self.starts[: -(rate or 1)]
+        self.unstarted_batches = max(0, self.unstarted_batches - 1)
+        self._in_flight.append(_Started(window, at, len(window)))
+
+    def waiting(self, seconds: float) -> None:
+        """No batch starts for `seconds` more: the rate's window is full. Shown as it passes,
+        a plain line every PLAIN_EVERY_SECONDS without a terminal."""
+        self._waiting = seconds
+        if self.tty:
+            self._bar.update(self._task, detail=self._detail())
+        elif not self.as_json:
+            self._plain_line(force=False)
+
     def outcome(self, outcome: Outcome) -> None:
         self.done += 1
+        self._settled(outcome.partition)
         if outcome.state is AttemptState.PUBLISHED:
             self.published += 1
             self.rows += outcome.rows or 0
@@ -107,9 +170,44 @@ class BackfillProgress:
             )
         elif self.tty:
             self._bar.update(self._task, completed=self.done, detail=self._detail())
-        elif self.done == self.total or time.monotonic() - self._last_line >= PLAIN_EVERY_SECONDS:
-            self._last_line = time.monotonic()
+        else:
+            self._plain_line(force=self.done == self.total)
+
+    def _plain_line(self, force: bool) -> None:
+        now = self.timer.monotonic()
+        if force or now - self._last_line >= PLAIN_EVERY_SECONDS:
+            self._last_line = now
             echo(f"{self.run_id}: {self.done}/{self.total} partitions, {self._detail()}")
+
+    def _settled(self, partition: PartitionKey) -> None:
+        for started in self._in_flight:
+            if started.holds(partition):
+                started.left -= 1
+                if started.left <= 0:
+                    self._in_flight.remove(started)
+                    self.batch_times.append(self.timer.monotonic() - started.at)
+                    del self.batch_times[:-BATCH_TIMES_KEPT]
+                return
+
+    def eta(self) -> float:
+        """Seconds until the run is done, from the throttle and the measured pace."""
+        now = self.timer.monotonic()
+        # without batch starts reported (a distributed run's workers keep the rate), the
+        # measured pace alone
+        rate = self.plan.rate_per_minute if self.plan is not None and self.starts else None
+        return eta_seconds(
+            unstarted_batches=self.unstarted_batches,
+            remaining_partitions=self.total - self.done,
+            # the pace is this process's: what was published before took no time of it
+            done=self.done - self.before,
+            elapsed=max(now - self.began, 1e-6),
+            starts=self.starts,
+            now=now,
+            rate=rate,
+            batch_seconds=sum(self.batch_times) / len(self.batch_times)
+            if self.batch_times
+            else None,
+        )
 
     def throttle(self, adjustment: Adjustment) -> None:
         """The adaptive throttle changed its rate: say so, and why."""
@@ -131,11 +229,15 @@ class BackfillProgress:
             echo(f"{self.run_id}: throttle: {adjustment.reason}")
 
     def _detail(self) -> str:
-        elapsed = max(time.monotonic() - self.began, 1e-6)
-        remaining = (self.total - self.done) * elapsed / self.done if self.done else 0
+        elapsed = max(self.timer.monotonic() - self.began, 1e-6)
         limit = f"/{self.max_failures}" if self.max_failures else ""
+        waiting = (
+            ""
+            if self._waiting is None
+            else f"waiting for a rate slot, next in {math.ceil(self._waiting):,}s, "
+        )
         return (
-            f"{self.rows / elapsed:,.0f} rows/s, ETA {remaining:,.0f}s, "
+            f"{waiting}{self.rows / elapsed:,.0f} rows/s, ETA {self.eta():,.0f}s, "
             f"failed {self.failed}{limit}, skipped {self.skipped}"
         )
 

@@ -803,3 +803,36 @@ def test_a_backfill_without_a_range_shows_one(project: Path, tmp_path: Path) -> 
     unnamed = backfill(project, "--partitions", "2025-01-01")
     assert unnamed.exit_code == 2 and "tidegate backfill MODEL --partitions" in unnamed.stderr
     assert state_dump(project) == ledger
+
+
+def test_ctrl_c_ends_with_one_message_naming_the_run_and_its_count(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the second partition: the run stops after its in-flight batch, exits 130,
+    and says once what it published of the run and how to resume — not as an error. (The
+    acknowledgement of the key press comes first: a second Ctrl-C aborts.)"""
+    import os
+    import signal
+
+    from tidegate.progress import BackfillProgress
+
+    outcome = BackfillProgress.outcome
+
+    def interrupted_after_two(self: BackfillProgress, done: Any) -> None:
+        outcome(self, done)
+        if self.done == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(BackfillProgress, "outcome", interrupted_after_two)
+    result = run_cli(
+        *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-10"),
+        *("--project", project),
+    )
+    assert result.exit_code == 130, (result.exit_code, result.stderr)
+    [run] = run_cli("backfill", "list", "--json", "--project", project).json()["runs"]
+    lines = result.stderr.splitlines()
+    assert lines == [
+        "stopping after in-flight batches (Ctrl-C again aborts them)",
+        f"stopped on request (Ctrl-C): 2 of 10 published; "
+        f"resume with tidegate backfill resume {run['run_id']}",
+    ], lines

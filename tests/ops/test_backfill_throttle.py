@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.kit import warehouse_rows
 from tidegate.domain.attempt import AttemptState, RunStatus
 from tidegate.domain.backfill import RATE_WINDOW_SECONDS, BackfillPlan
@@ -259,3 +261,134 @@ def test_batches_publish_one_at_a_time_while_others_compute(project: Path) -> No
     assert staged.highest == 3, "the batches did not compute together"
     assert publishing.entered == 9
     assert publishing.highest == 1 and not beside.is_set(), "two publishes overlapped"
+
+
+def test_a_throttled_run_ends_once_its_last_batch_is_done(project: Path) -> None:
+    """No rate slot is waited for when no batch is left to start: 10 batches at 5/min start at
+    0s and 60s, and the run ends as the last one is done, not a window later (the fake clock
+    moves only when the executor waits, so a batch takes no time on it)."""
+    timer = FakeTimer()
+    starts: list[float] = []
+    partitions = "2025-07-01..2025-07-10"
+    with session_for(project) as (ctx, session, version):
+        report = session.executor(timer).execute(
+            new_run(ctx, partitions),
+            version,
+            enumerate(batches(version, partitions, batch_size=1)),
+            Options(rate_per_minute=5, on_batch=lambda _i, _b, at: starts.append(at)),
+        )
+    assert report.published == 10
+    assert starts[-1] - starts[0] <= RATE_WINDOW_SECONDS + 1e-3, starts
+    assert timer.now - starts[-1] < 1e-3, (timer.now, starts[-1], timer.slept)
+
+
+def test_the_eta_counts_the_throttle_and_rate_waits_are_shown(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """10 partitions at 5/min, each taking 2s on the fake clock: five are done at 10s, and the
+    rest wait for the window until 60s. The ETA at 5/10 says so (the measured pace alone said
+    10s), and without a terminal a line is printed during the wait."""
+    from tidegate.ops import backfill as op
+    from tidegate.progress import BackfillProgress
+
+    timer = FakeTimer(0.0)
+    progress = BackfillProgress(as_json=False, timer=timer)
+    halfway: list[tuple[float, float]] = []
+
+    def outcome(done: Outcome) -> None:
+        timer.now += 2.0
+        progress.outcome(done)
+        if progress.done == 5:
+            halfway.append((timer.now, progress.eta()))
+
+    ctx = Context(project)
+    try:
+        request = op.Request("daily_revenue", "2025-07-01..2025-07-10", rate="5/min")
+        result = op.start(
+            ctx, request, threading.Event(), outcome, progress.start, timer, watch=progress
+        )
+    finally:
+        ctx.close()
+    assert result.report.published == 10
+    [(at, eta)] = halfway
+    truth = timer.now - at
+    assert truth >= 50.0, truth
+    assert abs(eta - truth) <= 0.2 * truth, (eta, truth)
+    lines = capsys.readouterr().out.splitlines()
+    waits = [line for line in lines if "5/10 partitions, waiting for a rate slot, next in" in line]
+    assert len(waits) >= 10, lines  # one every two seconds of a 50s wait
+    assert "ETA 5" in waits[0] or "ETA 6" in waits[0], waits[0]
+
+
+def stopped_after(project: Path, partitions: str, published: int, rate: str | None = None) -> str:
+    """A backfill over `partitions` stopped once `published` of them are published (as
+    `backfill stop` would); its run id."""
+    from tidegate.ops import backfill as op
+
+    stop = threading.Event()
+    count: list[Outcome] = []
+
+    def outcome(done: Outcome) -> None:
+        count.append(done)
+        if len(count) == published:
+            stop.set()
+
+    ctx = Context(project)
+    try:
+        request = op.Request("daily_revenue", partitions, rate=rate)
+        result = op.start(ctx, request, stop, outcome, lambda *_: None, FakeTimer())
+    finally:
+        ctx.close()
+    assert result.status is RunStatus.STOPPED and result.report.published == published
+    return result.run_id
+
+
+def test_a_resumed_run_counts_what_it_published_before(project: Path) -> None:
+    from tests.kit import tidegate
+
+    run_id = stopped_after(project, "2025-07-01..2025-07-10", 2)
+    resumed = tidegate("backfill", "resume", run_id, "--project", project)
+    assert resumed.exit_code == 0, resumed.stderr
+    lines = resumed.stdout.splitlines()
+    assert f"{run_id}: 10/10 partitions" in lines[-2], lines
+    assert lines[-1].startswith(f"{run_id}: succeeded; 8 published (10 of 10 in all)"), lines
+
+
+class Starts:
+    """A live display that keeps the batch starts it is told of."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+
+    def batch(self, _index: int, _window: PartitionRange, at: float) -> None:
+        self.at.append(at)
+
+    def waiting(self, seconds: float) -> None:
+        pass
+
+    def resumed(self, published: int) -> None:
+        pass
+
+
+def test_a_resumed_run_keeps_the_rate_window_of_its_earlier_starts(project: Path) -> None:
+    """5 batches start at 5/min and the run stops; its resume, a moment later, must wait for
+    them to leave the window before starting the next five."""
+    import time
+
+    from tidegate.ops import backfill as op
+
+    stopped_at = time.monotonic()
+    run_id = stopped_after(project, "2025-07-01..2025-07-10", 5, rate="5/min")
+    timer, starts = FakeTimer(), Starts()
+    ctx = Context(project)
+    try:
+        result = op.resume(
+            ctx, run_id, threading.Event(), lambda _: None, lambda *_: None, timer, watch=starts
+        )
+    finally:
+        ctx.close()
+    gap = time.monotonic() - stopped_at  # real seconds since the earlier starts, at most
+    assert result.report.published == 5 and len(starts.at) == 5
+    waited = starts.at[0] - 1000.0
+    assert RATE_WINDOW_SECONDS - gap - 1 <= waited <= RATE_WINDOW_SECONDS, (waited, gap)
+    assert most_in_any_window(starts.at, RATE_WINDOW_SECONDS) <= 5

@@ -229,3 +229,70 @@ def test_a_slow_question_is_asked_at_most_once_per_interval_and_a_yes_sticks() -
     assert polled() is True and asked == [0.0, 0.5]
     timer.sleep(5)
     assert polled() is True and asked == [0.0, 0.5]  # answered yes: never asked again
+
+
+def test_the_pace_of_a_throttle_is_one_window_per_round_of_starts() -> None:
+    from tidegate.domain.backfill import paced_seconds
+
+    assert paced_seconds(5, [], 0.0, None) == 0.0
+    assert paced_seconds(0, [0.0] * 5, 10.0, 5) == 0.0
+    # five starts at 0..8s: the next five wait for them to leave the window
+    assert paced_seconds(5, [0.0, 2.0, 4.0, 6.0, 8.0], 10.0, 5) == 58.0
+    assert paced_seconds(1, [0.0, 2.0, 4.0, 6.0, 8.0], 10.0, 5) == 50.0
+    # a window with room: the first of them starts now
+    assert paced_seconds(1, [0.0], 10.0, 5) == 0.0
+    assert paced_seconds(5, [], 0.0, 5) == 0.0
+    assert paced_seconds(6, [], 0.0, 5) == 60.0
+    # 30 of 90 left at 60/min, the 60 before started together at 0s: one more window
+    assert paced_seconds(30, [0.0] * 60, 1.0, 60) == 59.0
+
+
+@given(
+    gaps=st.lists(st.floats(0, 30), min_size=0, max_size=20),
+    batches=st.integers(1, 40),
+    rate=st.integers(1, 8),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_pace_is_when_the_limiter_would_start_the_last_batch(
+    gaps: list[float], batches: int, rate: int
+) -> None:
+    from tidegate.domain.backfill import paced_seconds
+
+    starts, at = [], 0.0
+    for gap in gaps:
+        at += gap
+        starts.append(at)
+    now = at + 1.0
+    expected = paced_seconds(batches, starts, now, rate)
+    # the limiter, step by step, each batch taking no time
+    history, clock = list(starts), now
+    for _ in range(batches):
+        clock += max(0.0, next_start_delay(history, clock, rate))
+        history.append(clock)
+    assert abs((clock - now) - expected) < 1e-3, (clock - now, expected)
+
+
+def test_the_eta_is_the_slower_of_the_measured_pace_and_the_throttle() -> None:
+    from tidegate.domain.backfill import eta_seconds
+
+    starts = [0.0, 2.0, 4.0, 6.0, 8.0]
+    # 5 of 10 done in 10s at 5/min: the pace says 10s more, the throttle 60s (the last slot at
+    # 68s, and a 2s batch)
+    assert eta_seconds(5, 5, 5, 10.0, starts, 10.0, 5, 2.0) == 60.0
+    assert eta_seconds(5, 5, 5, 10.0, starts, 10.0, None, 2.0) == 10.0
+    # batches slower than their slots: the measured pace
+    assert eta_seconds(1, 1, 9, 900.0, [0.0], 900.0, 5, 100.0) == 100.0
+    assert eta_seconds(0, 0, 10, 70.0, starts, 70.0, 5, 2.0) == 0.0
+
+
+def test_a_resume_carries_the_recorded_starts_inside_the_window() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from tidegate.domain.backfill import carried_starts
+
+    now = datetime(2025, 7, 1, 12, tzinfo=timezone.utc)
+    ago = [now - timedelta(seconds=s) for s in (90, 50, 50, 20, 5, -30)]
+    # a batch's partitions share its start; older than the window or after now: dropped
+    assert carried_starts(ago, now, 1000.0, 30) == (950.0, 980.0, 995.0)
+    assert carried_starts(ago, now, 1000.0, 2) == (980.0, 995.0)
+    assert carried_starts(ago, now, 1000.0, None) == ()

@@ -7,8 +7,9 @@ never one recomputed from today's date or the current code.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tidegate.domain.errors import UsageError
@@ -192,3 +193,57 @@ def next_start_delay(starts: Sequence[float], now: float, rate_per_minute: int |
     if len(recent) < rate_per_minute:
         return 0.0
     return recent[-rate_per_minute] + RATE_WINDOW_SECONDS + RATE_MARGIN_SECONDS - now
+
+
+def paced_seconds(batches: int, starts: Sequence[float], now: float, rate: int | None) -> float:
+    """Seconds from `now` until the last of `batches` more batches may start under the sliding
+    window of `rate` starts, given earlier `starts` (oldest first). Closed form: a future start
+    waits for the one `rate` starts before it to leave the window, so each round of `rate`
+    starts comes one window after the round before."""
+    if rate is None or batches <= 0:
+        return 0.0
+    recent = [s for s in starts if s > now - RATE_WINDOW_SECONDS][-rate:]
+    last = batches - 1
+    rounds, place = divmod(last, rate)
+    # the start the first-round one at `place` waits for, among the recent ones (none: free)
+    waited = place - rate + len(recent)
+    first = now if waited < 0 else max(now, recent[waited] + RATE_WINDOW_SECONDS)
+    return first + rounds * RATE_WINDOW_SECONDS - now
+
+
+def eta_seconds(
+    unstarted_batches: int,
+    remaining_partitions: int,
+    done: int,
+    elapsed: float,
+    starts: Sequence[float],
+    now: float,
+    rate: int | None,
+    batch_seconds: float | None,
+) -> float:
+    """Seconds until a run is done, the slower of two estimates: its measured pace so far, and
+    the throttle's (the last batch's slot, and one batch time to run it). Either alone is wrong:
+    the pace of a run that has not waited for a slot yet ignores the throttle, and the throttle
+    ignores batches slower than their slots."""
+    measured = remaining_partitions * elapsed / done if done else 0.0
+    if rate is None or unstarted_batches <= 0:
+        return measured
+    paced = paced_seconds(unstarted_batches, starts, now, rate) + (batch_seconds or 0.0)
+    return max(measured, paced)
+
+
+def carried_starts(
+    started_at: Iterable[datetime], wall_now: datetime, monotonic_now: float, rate: int | None
+) -> tuple[float, ...]:
+    """A run's recorded batch starts (wall times) still inside the rate's window, on the
+    timer's clock: a resume continues the sliding window instead of beginning a new one. The
+    partitions of a batch share its start, so each start counts once; a start recorded after
+    `wall_now` (a clock set back) is not trusted."""
+    if rate is None:
+        return ()
+    ages = sorted(
+        {(wall_now - at).total_seconds() for at in started_at},
+        reverse=True,
+    )
+    recent = [age for age in ages if 0 <= age < RATE_WINDOW_SECONDS][-rate:]
+    return tuple(monotonic_now - age for age in recent)

@@ -61,10 +61,16 @@ class Options:
     # more batches than that (one batch of a whole month keeps all of them)
     batches: int | None = None
     rate_per_minute: int | None = None
+    # the run's batch starts before this execute, on the timer's clock (a resume's): the
+    # sliding window carries on from them
+    earlier_starts: tuple[float, ...] = ()
     stop_loss: StopLoss = NO_STOP_LOSS
     stop_requested: Callable[[], bool] = lambda: False
     on_outcome: Callable[[Outcome], None] = lambda _: None
     on_batch: Callable[[int, PartitionRange, float], None] = lambda *_: None
+    # no batch starts for this many seconds more: the rate's window is full (called as the
+    # wait passes, every STOP_POLL_SECONDS at most)
+    on_wait: Callable[[float], None] = lambda _: None
     # publish each partition whole, replacing its rows, whatever the model's write mode: a
     # recovery rebuilds what was contaminated (a merge or an append would keep the bad rows)
     rebuild: bool = False
@@ -206,9 +212,10 @@ class Executor:
     ) -> None:
         began = self.timer.monotonic()
         in_flight = in_flight_limit(version, options)
-        starts: list[float] = []
+        starts: list[float] = list(options.earlier_starts)
         inflight: dict[Future[Tally], Batch] = {}
         exhausted = False
+        ready: tuple[int, PartitionRange] | None = None
         adaptive = options.adaptive
 
         def check_stop_loss() -> None:
@@ -248,11 +255,19 @@ class Executor:
                 check_stop_loss()
                 if report.trigger is not None:
                     continue
+            if ready is None:
+                # the next batch is taken before any rate wait: with none left, the run ends
+                # now instead of holding the warehouse for a slot nothing would use
+                ready = next(pending, None)
+                if ready is None:
+                    exhausted = True
+                    continue
             now = self.timer.monotonic()
             delay = next_start_delay(starts, now, options.rate_per_minute)
             if adaptive is not None:
                 delay = max(delay, adaptive.delay(starts[-1] if starts else None, now))
             if delay > 0:
+                options.on_wait(delay)
                 # wait in short slices: a stop request is seen within STOP_POLL_SECONDS
                 pause = min(delay, STOP_POLL_SECONDS)
                 if inflight:
@@ -260,11 +275,7 @@ class Executor:
                 else:
                     self.timer.sleep(pause)
                 continue
-            try:
-                index, batch = next(pending)
-            except StopIteration:
-                exhausted = True
-                continue
+            (index, batch), ready = ready, None
             starts.append(self.timer.monotonic())
             # only the newest `rate` starts matter to the sliding window: memory stays bounded
             del starts[: -(options.rate_per_minute or 1)]

@@ -11,17 +11,18 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tidegate.domain.attempt import RunStatus
-from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, parse_rate
-from tidegate.domain.clock import Polled, SystemTimer, Timer, stamp
+from tidegate.domain.backfill import BackfillPlan, StopLoss, Trigger, carried_starts, parse_rate
+from tidegate.domain.clock import Polled, SystemClock, SystemTimer, Timer, stamp
 from tidegate.domain.errors import ConfigError, RefusedError, UsageError
 from tidegate.domain.graph import downstream_of
 from tidegate.domain.ids import looks_like_run_id, new_run_id
 from tidegate.domain.model import ModelSpec, Version, WriteMode
-from tidegate.domain.partitions import Grain, IntervalSet, example_range
+from tidegate.domain.partitions import Grain, IntervalSet, PartitionRange, example_range
 from tidegate.domain.run import Run
 from tidegate.domain.taint import MarkKind
 from tidegate.domain.throttle import THROTTLE_EVENT, AdaptiveThrottle, Adjustment, parse_seconds
@@ -64,6 +65,16 @@ class Request:
     lock_timeout: str | None = None
     statement_timeout: str | None = None
     max_batch_latency: str | None = None
+
+
+class Watch(Protocol):
+    """What a live display is told besides outcomes: batch starts and rate waits."""
+
+    def batch(self, index: int, window: PartitionRange, at: float) -> None: ...
+
+    def waiting(self, seconds: float) -> None: ...
+
+    def resumed(self, published: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -136,9 +147,7 @@ def make_plan(ctx: Context, request: Request) -> BackfillPlan:
             for t in ctx.state.open_taints(spec.name, chosen.start, chosen.end)
             if t.kind in RECOMPUTED_MARKS and chosen.start <= t.mark.start < chosen.end
         ]
-        selection = IntervalSet.of(
-            [*selection.minus(IntervalSet.of(mine)).intervals, *marked]
-        )
+        selection = IntervalSet.of([*selection.minus(IntervalSet.of(mine)).intervals, *marked])
     refused = _published_once(ctx, spec, chosen.start, chosen.end)
     if refused and not selection.minus(refused):
         raise UsageError(
@@ -173,11 +182,12 @@ def start(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
     on_throttle: Callable[[Adjustment], None] = lambda _: None,
+    watch: Watch | None = None,
 ) -> Result:
     version = active_version(ctx, request.model, request.force_paused)
     if version.spec.cursor is not None:
         return _start_cursor(
-            ctx, request, version, stop_flag, on_outcome, on_start, timer, on_throttle
+            ctx, request, version, stop_flag, on_outcome, on_start, timer, on_throttle, watch
         )
     plan = make_plan(ctx, request)
     refuse_empty(plan, request)
@@ -212,6 +222,7 @@ def start(
             timer,
             on_throttle,
             request.force_paused,
+            watch=watch,
         )
 
 
@@ -224,6 +235,7 @@ def _start_cursor(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None,
     on_throttle: Callable[[Adjustment], None],
+    watch: Watch | None = None,
 ) -> Result:
     """A cursor model's backfill: its interval is read from the source once the run holds
     the warehouse (see ops/cursor_backfill.py)."""
@@ -256,6 +268,7 @@ def _start_cursor(
             on_throttle,
             request.force_paused,
             found,
+            watch,
         )
 
 
@@ -308,6 +321,7 @@ def resume(
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer | None = None,
     on_throttle: Callable[[Adjustment], None] = lambda _: None,
+    watch: Watch | None = None,
 ) -> Result:
     run_of(ctx, run_id)
     with writer_session(ctx.project, ctx.state, ctx.clock, ctx.wait) as session:
@@ -327,6 +341,9 @@ def resume(
             on_outcome = cursor_backfill.recording(on_outcome, outcomes)
         ctx.state.reopen_run(run_id, os.getpid())
         on_start(run_id, plan)
+        if watch is not None and plan.grain is not Grain.CURSOR:
+            # a cursor's checkpoints are intervals of its values, not partitions to count
+            watch.resumed(sum(len(r) for r in done.ranges(plan.grain, plan.chunk_size)))
         return _execute(
             ctx,
             session,
@@ -338,6 +355,7 @@ def resume(
             timer,
             on_throttle,
             batches=found,
+            watch=watch,
         )
 
 
@@ -360,6 +378,7 @@ def _execute(
     on_throttle: Callable[[Adjustment], None],
     force_paused: bool = False,
     batches: cursor_backfill.Batches | None = None,
+    watch: Watch | None = None,
 ) -> Result:
     """Run the plan's batches (`batches` when given: a cursor model's), skipping `done`."""
     version = _version_of(ctx, plan)
@@ -378,6 +397,7 @@ def _execute(
         max_concurrency=plan.max_concurrency,
         batches=None if batches is not None else plan.batch_count(done),
         rate_per_minute=plan.rate_per_minute,
+        earlier_starts=earlier_starts(ctx, run_id, plan, timer),
         stop_loss=plan.stop_loss,
         stop_requested=lambda: stop_flag.is_set() or held(),
         on_outcome=on_outcome,
@@ -386,6 +406,8 @@ def _execute(
         if plan.max_batch_latency is None
         else AdaptiveThrottle(plan.max_batch_latency, plan.rate_per_minute),
         on_throttle=throttled,
+        on_batch=watch.batch if watch is not None else lambda *_: None,
+        on_wait=watch.waiting if watch is not None else lambda _: None,
     )
     # `resume` continues a run cut short from its checkpoints
     with ctx.closing_run(run_id, "aborted (Ctrl-C twice)"):
@@ -413,6 +435,23 @@ def _execute(
         ],
     )
     return Result(run_id, plan, status, report, reason, tuple(notes))
+
+
+def earlier_starts(
+    ctx: Context, run_id: str, plan: BackfillPlan, timer: Timer
+) -> tuple[float, ...]:
+    """The run's recorded batch starts inside the rate's window, on `timer`'s clock: a resume
+    honours the window its earlier batches opened. The real wall clock, not `--as-of`: the
+    attempts were stamped at real instants unless `--as-of` fixed them, and fixed stamps are
+    then outside the window or after now, and ignored."""
+    if plan.rate_per_minute is None:
+        return ()
+    started = [
+        datetime.fromisoformat(a.started_at)
+        for a in ctx.state.attempts_of_run(run_id)
+        if a.started_at
+    ]
+    return carried_starts(started, SystemClock().now(), timer.monotonic(), plan.rate_per_minute)
 
 
 def record_adjustment(ctx: Context, run_id: str, model: str, adjustment: Adjustment) -> None:
