@@ -340,11 +340,7 @@ def run_batches(
     if not as_json:
         echo(
             f"{result.run_id}: {result.status.value}; {report.published} published"
-            + (
-                f" ({progress.published} of {progress.total} in all)"
-                if progress.before
-                else ""
-            )
+            + (f" ({progress.published} of {progress.total} in all)" if progress.before else "")
             + ", "
             f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
             + (f" — {result.reason}" if result.reason else "")

@@ -25,23 +25,29 @@ def _deployed_document(done: Deployed) -> dict[str, Any]:
         "forced": done.forced,
         "gate": done.gate,
         "next_partition": done.next_partition,
+        "next_through": done.upcoming.through if done.upcoming else None,
+        "unpublished": list(done.upcoming.unpublished) if done.upcoming else [],
         "cursor": done.cursor,
     }
 
 
 def _deployed_message(done: Deployed, verb: str) -> str:
+    from tidegate.ops.schedule import tick_text
+
     v = done.version
     if not done.changed:
         return f"{done.model}: v{v.seq} ({v.version_id}) was already active"
-    upcoming = (
-        f"the next run uses it, starting with partition {done.next_partition}"
-        if done.next_partition
-        else f"the next run uses it, {done.cursor}"
-        if done.cursor
-        else "the next run uses it"
-    )
+    gap = None
+    if done.upcoming:
+        window, gap = tick_text(done.model, done.upcoming)
+        upcoming = f"the next run writes {window} with it"
+    elif done.cursor:
+        upcoming = f"the next run uses it, {done.cursor}"
+    else:
+        upcoming = "the next run uses it"
     override = " (gate overridden)" if done.forced else ""
-    return f"{done.model}: v{v.seq} ({v.version_id}) {verb}{override}; {done.gate}; {upcoming}"
+    line = f"{done.model}: v{v.seq} ({v.version_id}) {verb}{override}; {done.gate}; {upcoming}"
+    return line if gap is None else f"{line}\n  {gap}"
 
 
 @click.command()

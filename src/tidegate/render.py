@@ -166,7 +166,7 @@ def status(document: dict[str, Any]) -> None:
     for m in document["models"]:
         line = _deploy_line(m)
         if line:
-            console.print(line)
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         if m.get("cursor"):
             console.print(_cursor_line(m["model"], m["cursor"]), markup=False, highlight=False)
         for segment in m.get("ranges", []):
@@ -230,7 +230,11 @@ def _deploy_line(model: dict[str, Any]) -> str | None:
     else:
         line = f"{model['model']}: {deploy['version']} deployed, pending its first run"
     if upcoming:
-        line += f"; next due {upcoming['partition']} with {upcoming['version']}"
+        from tidegate.ops.schedule import tick_text
+
+        window, gap = tick_text(model["model"], upcoming)
+        line += f"; next due {window} with {upcoming['version']}"
+        line += f"\n  {gap}" if gap else ""
     return line
 
 

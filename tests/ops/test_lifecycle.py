@@ -254,8 +254,10 @@ def test_status_tells_a_pending_deploy_from_a_confirmed_one(project: Path) -> No
     }
     assert status["next_partition"] == {
         "partition": "2025-01-04",
+        "through": "2025-01-04",
         "due_at": "2025-01-05T03:00:00+00:00",
         "version": "v1",
+        "unpublished": ["2025-01-01..2025-01-03"],
     }
     tick = cli(project, "run", "daily_revenue", *as_of).json()
     status = cli(project, "status", "daily_revenue", *as_of).json()["models"][0]

@@ -60,8 +60,10 @@ def test_the_schedule_decides_when_a_partition_is_due(project: Path) -> None:
     ).json()
     assert status["models"][0]["next_partition"] == {
         "partition": "2025-03-04",
+        "through": "2025-03-04",
         "due_at": "2025-03-05T02:00:00+00:00",
         "version": "v1",
+        "unpublished": ["2025-01-01..2025-03-02"],
     }
     # missed ticks are caught up from the newest published partition, oldest first
     _, ran = tick(project, "2025-03-08T02:00:00Z")

@@ -14,7 +14,7 @@ from tidegate.ops.build import columns_read_by
 from tidegate.ops.context import Context
 from tidegate.ops.cursor import position
 from tidegate.ops.preflight import preflight
-from tidegate.ops.schedule import next_due
+from tidegate.ops.schedule import NextDue, next_due
 from tidegate.state.base import Event
 
 
@@ -26,9 +26,13 @@ class Deployed:
     changed: bool
     forced: bool
     gate: str
-    next_partition: str | None  # the partition the next scheduler tick runs with this version
+    upcoming: NextDue | None  # what the next scheduler tick runs with this version
     # a cursor model's: where the next run starts with this version, and why
     cursor: str | None = None
+
+    @property
+    def next_partition(self) -> str | None:
+        return self.upcoming.partition if self.upcoming else None
 
 
 def resolve(ctx: Context, model: str, ref: str | None) -> Version:
@@ -189,12 +193,11 @@ def _activate(
     ctx.state.activate(version.model, version.version_id, at, event)
 
 
-def _next(ctx: Context, version: Version) -> tuple[str | None, str | None]:
-    """The partition the next tick runs with `version`, or where a cursor model continues."""
+def _next(ctx: Context, version: Version) -> tuple[NextDue | None, str | None]:
+    """What the next tick runs with `version`, or where a cursor model continues."""
     if version.spec.cursor is not None:
         return None, _cursor(ctx, version)
-    upcoming = next_due(ctx, version)
-    return (upcoming.partition if upcoming else None), None
+    return next_due(ctx, version), None
 
 
 def _cursor(ctx: Context, version: Version) -> str | None:

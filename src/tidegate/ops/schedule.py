@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import (
+    IntervalSet,
     PartitionKey,
     PartitionRange,
     floor,
@@ -36,13 +38,18 @@ def due_partitions(ctx: Context, version: Version) -> PartitionRange:
 
 @dataclass(frozen=True)
 class NextDue:
-    partition: str
+    partition: str  # the first partition the next tick writes
+    through: str  # its last (the same partition when it writes one)
     due_at: str  # when the schedule runs it (now or later), UTC
+    # the model's partitions before the tick that no version published, oldest first: the
+    # tick only looks back CATCH_UP partitions (one for a first version), so these stay
+    # missing until a backfill writes them
+    unpublished: tuple[str, ...]
 
 
 def next_due(ctx: Context, version: Version) -> NextDue | None:
-    """The partition the next tick writes with `version`: the oldest one due now, or else the
-    one that becomes due next."""
+    """The partitions the next tick writes with `version`: those due now, or else the one that
+    becomes due next; and the unpublished history before them."""
     spec = version.spec
     if not spec.grain.is_time:
         return None  # key lists and ranges run on request; a cursor model past its cursor
@@ -50,6 +57,31 @@ def next_due(ctx: Context, version: Version) -> NextDue | None:
     # nothing due: the partition after the newest one that was
     start = due.start if len(due) else due.end
     key = PartitionKey(spec.grain, start, following(spec.grain, start))
+    last = spec.span(due.start, due.end).label(spec.keys) if len(due) else key.label(spec.keys)
     now = to_epoch(ctx.clock.now())
     at = now if len(due) else next_fire(spec.schedule, key.end)
-    return NextDue(key.label(spec.keys), to_utc(at).isoformat())
+    before = spec.all_partitions_until(start)
+    published = IntervalSet.of(ctx.state.published_intervals(version.model, before.start, start))
+    missing = IntervalSet.of([(before.start, before.end)]).minus(published)
+    return NextDue(
+        key.label(spec.keys),
+        last.rsplit("..", 1)[-1],
+        to_utc(at).isoformat(),
+        tuple(r.label(spec.keys) for r in missing.ranges(spec.grain)),
+    )
+
+
+def tick_text(model: str, upcoming: NextDue | dict[str, Any]) -> tuple[str, str | None]:
+    """The partitions of the next tick (`A` or `A..B`), and a sentence naming the history
+    before them that it will not write, with the backfill that does (None: there is none).
+    Shared by deploy and status, so that both say the same."""
+    doc = upcoming if isinstance(upcoming, dict) else asdict(upcoming)
+    first, through = doc["partition"], doc["through"]
+    window = first if first == through else f"{first}..{through}"
+    gaps: list[str] = list(doc["unpublished"])
+    if not gaps:
+        return window, None
+    # each gap is its own backfill: one over the whole span would rewrite what lies between
+    oldest = gaps[0]
+    named = oldest if len(gaps) == 1 else f"{len(gaps)} ranges, the oldest {oldest},"
+    return window, f"{named} never published: tidegate backfill {model} --partitions {oldest}"

@@ -183,7 +183,13 @@ def _next_partition(
     upcoming = next_due(ctx, active)
     if upcoming is None:
         return None
-    return {"partition": upcoming.partition, "due_at": upcoming.due_at, "version": f"v{active.seq}"}
+    return {
+        "partition": upcoming.partition,
+        "through": upcoming.through,
+        "due_at": upcoming.due_at,
+        "version": f"v{active.seq}",
+        "unpublished": list(upcoming.unpublished),
+    }
 
 
 def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
