@@ -201,7 +201,13 @@ def start(
         run_batches(
             as_json,
             lambda flag, progress: queue.start(
-                ctx, request, flag, progress.outcome, progress.start, SystemTimer()
+                ctx,
+                request,
+                flag,
+                progress.outcome,
+                progress.start,
+                SystemTimer(),
+                progress.unclaimed,
             ),
         )
         return
@@ -407,7 +413,7 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
         run_batches(
             as_json,
             lambda flag, progress: queue.resume(
-                ctx, run, flag, progress.outcome, progress.start, SystemTimer()
+                ctx, run, flag, progress.outcome, progress.start, SystemTimer(), progress.unclaimed
             ),
         )
         return

@@ -60,6 +60,7 @@ class BackfillProgress:
         self.batch_times: list[float] = []
         self._in_flight: list[_Started] = []
         self._waiting: float | None = None
+        self._told_unclaimed = False
         self._last_line = 0.0
         self._bar: Any = None
         self._task: Any = None
@@ -74,6 +75,7 @@ class BackfillProgress:
         self.unstarted_batches = 0 if plan.grain is Grain.CURSOR else plan.batch_count()
         self.starts, self.batch_times, self._in_flight = [], [], []
         self._waiting = None
+        self._told_unclaimed = False
         if self.as_json:
             self._emit(
                 {
@@ -143,6 +145,32 @@ class BackfillProgress:
             self._bar.update(self._task, detail=self._detail())
         elif not self.as_json:
             self._plain_line(force=False)
+
+    def unclaimed(self, batches: int, waited: float, threshold: float) -> None:
+        """A distributed run's queued batches wait for a worker's first claim, `waited`
+        seconds so far: said once when the wait passes `threshold`, then kept visible (a plain
+        line every PLAIN_EVERY_SECONDS without a terminal) so that the wait reads as alive."""
+        if self.as_json:
+            return
+        hint = "start one with: tidegate worker"
+        if not self._told_unclaimed:
+            self._told_unclaimed = True
+            told = (
+                f"queued {batches} batches of {self.run_id}; waiting for a worker — none has "
+                f"claimed a batch for {threshold:g} s ({hint})"
+            )
+            if self.tty:
+                self._bar.console.print(told, markup=False, highlight=False)
+            else:
+                echo(told)
+                self._last_line = self.timer.monotonic()
+            return
+        detail = f"waiting for a worker for {waited:,.0f}s ({hint})"
+        if self.tty:
+            self._bar.update(self._task, detail=detail)
+        elif self.timer.monotonic() - self._last_line >= PLAIN_EVERY_SECONDS:
+            self._last_line = self.timer.monotonic()
+            echo(f"{self.run_id}: {self.done}/{self.total} partitions, {detail}")
 
     def outcome(self, outcome: Outcome) -> None:
         self.done += 1

@@ -49,6 +49,14 @@ from tidegate.state.base import StateStore
 
 # how often the coordinator reads the run's progress from the ledger
 WATCH_SECONDS = 0.5
+# how long a queued run waits for a worker's first claim before the coordinator says that no
+# worker took it: a forgotten `tidegate worker` is the likely cause, and silence hides it
+UNCLAIMED_SECONDS = 30.0
+UNCLAIMED_ENV = "TIDEGATE_UNCLAIMED_SECONDS"  # shortens the wait where it is under test
+
+
+def unclaimed_seconds() -> float:
+    return float(os.environ.get(UNCLAIMED_ENV) or UNCLAIMED_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,10 @@ class WorkerOptions:
         return max(1, round(self.lease_seconds * 1000))
 
 
+# (batches queued, seconds waited for a first claim, the threshold it passed)
+Unclaimed = Callable[[int, float, float], None]
+
+
 def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -79,6 +91,7 @@ def start(
     on_outcome: Callable[[Outcome], None],
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer,
+    on_unclaimed: Unclaimed | None = None,
 ) -> backfill.Result:
     """Queue a backfill's batches for workers and watch it to its end."""
     if ctx.project.model(request.model).update is not None:
@@ -123,7 +136,7 @@ def start(
     )
     announce_start(ctx, run.run_id, [plan.model])
     on_start(run.run_id, plan)
-    return watch(ctx, run.run_id, plan, stop_flag, on_outcome, timer)
+    return watch(ctx, run.run_id, plan, stop_flag, on_outcome, timer, on_unclaimed)
 
 
 def resume(
@@ -133,6 +146,7 @@ def resume(
     on_outcome: Callable[[Outcome], None],
     on_start: Callable[[str, BackfillPlan], None],
     timer: Timer,
+    on_unclaimed: Unclaimed | None = None,
 ) -> backfill.Result:
     """Queue again what a distributed run has not done, with its recorded plan, and watch."""
     if run.status is RunStatus.SUCCEEDED:
@@ -152,7 +166,7 @@ def resume(
         ),
     )
     on_start(run.run_id, plan)
-    return watch(ctx, run.run_id, plan, stop_flag, on_outcome, timer)
+    return watch(ctx, run.run_id, plan, stop_flag, on_outcome, timer, on_unclaimed)
 
 
 def _while_held(ctx: Context, plan: BackfillPlan, timer: Timer, queue: Callable[[], None]) -> None:
@@ -185,15 +199,28 @@ def watch(
     stop_flag: threading.Event,
     on_outcome: Callable[[Outcome], None],
     timer: Timer,
+    on_unclaimed: Unclaimed | None = None,
 ) -> backfill.Result:
     """Show a distributed run's outcomes as workers record them until the run is over. A stop
-    (Ctrl-C) is asked of the workers through the ledger; a second Ctrl-C leaves the run to them."""
+    (Ctrl-C) is asked of the workers through the ledger; a second Ctrl-C leaves the run to them.
+    `on_unclaimed` hears of a wait for the first claim longer than unclaimed_seconds(), on each
+    look at the ledger until a worker claims a batch."""
     spec = ctx.project.model(plan.model)
     feed = _Feed(ctx, run_id, spec.keys)
     asked = False
+    threshold = unclaimed_seconds()
+    began = timer.monotonic()
+    # a resumed run has the claims of its earlier life: only a new one ends the wait
+    claims_before = len(ctx.state.batch_claims(run_id)) if on_unclaimed else 0
+    claimed = on_unclaimed is None
     while True:
         for outcome in feed.new():
             on_outcome(outcome)
+        if not claimed and on_unclaimed is not None:
+            claimed = len(ctx.state.batch_claims(run_id)) > claims_before
+            waited = timer.monotonic() - began
+            if not claimed and waited >= threshold:
+                on_unclaimed(ctx.state.run_tally(run_id).queued, waited, threshold)
         if stop_flag.is_set() and not asked:
             ctx.state.request_stop(run_id, stamp(ctx.clock))
             asked = True
