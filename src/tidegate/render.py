@@ -68,14 +68,25 @@ def build(built: list[Built]) -> None:
     table = Table("model", "version", "fingerprint", "change", "note")
     for b in built:
         v = b.version
-        table.add_row(
-            v.model,
-            f"v{v.seq}",
-            v.version_id,
-            b.change.value,
-            "new version" if b.created else "already built",
-        )
+        change, note = build_row(b)
+        table.add_row(v.model, f"v{v.seq}", v.version_id, change, note)
     console.print(table)
+
+
+def build_row(built: Built) -> tuple[str, str]:
+    """What this build did to a model, and where its version stands. `change` compares a new
+    version with the active one; a version built before is unchanged by this build, whatever
+    it differs in from the active one (its note says it is not deployed)."""
+    from tidegate.domain.model import ChangeKind
+
+    if built.created:
+        return built.change.value, "new version"
+    if built.active_version == built.version.version_id:
+        return ChangeKind.UNCHANGED.value, "active"
+    if built.active_version is None:
+        return ChangeKind.UNCHANGED.value, "already built; not deployed"
+    active = f"v{built.active_seq}" if built.active_seq is not None else built.active_version
+    return ChangeKind.UNCHANGED.value, f"already built; not deployed (active: {active})"
 
 
 def run_doc(result: RunResult) -> dict[str, Any]:

@@ -836,3 +836,18 @@ def test_ctrl_c_ends_with_one_message_naming_the_run_and_its_count(
         f"stopped on request (Ctrl-C): 2 of 10 published; "
         f"resume with tidegate backfill resume {run['run_id']}",
     ], lines
+
+
+def test_a_check_failure_stop_loss_names_the_check_and_the_next_command(project: Path) -> None:
+    """The halt says which check failed and how, and what to run once the input is fixed."""
+    add_to_daily_header(project, LATE_DAYS_FAIL)
+    redeploy(project)
+    result = backfill(project, "daily_revenue", "--partitions", "2025-01-09..2025-01-20", "--json")
+    end = end_of(result)
+    run_id = end["run_id"]
+    detail = "not_after_jan_10: 2 row(s) violate it"
+    assert end["trigger"]["detail"] == detail, end
+    line = one_line(result)
+    assert f"stop-loss check_failure at 2025-01-11: {detail}" in line, line
+    assert line.endswith(f"fix the input, then: tidegate rerun {run_id}"), line
+    assert show_run(project, run_id)["trigger"] == f"check_failure at 2025-01-11: {detail}"

@@ -551,6 +551,14 @@ def drop_net_revenue(project: Path) -> None:
             'expression = "net_revenue <= gross_revenue"\n',
             "",
         ),
+        # a reconciliation of a column the model no longer has is refused at build
+        edit(
+            DAILY,
+            '[[reconciliations]]\nname = "net_amount"\nsource = "orders"\n'
+            'source_expression = "sum(gross_amount - discount - refund)"\n'
+            'target_expression = "sum(net_revenue)"\n',
+            "",
+        ),
     )(project)
 
 

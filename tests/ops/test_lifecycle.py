@@ -377,3 +377,34 @@ def test_a_column_is_removed_only_after_its_declared_compatibility_window(
     assert cli(project, "build").json()["models"][0]["seq"] == 3
     late = cli(project, "deploy", "daily_revenue", "--version", "v3").json()
     assert (late["seq"], late["forced"]) == (3, False)
+
+
+def build_rows(project: Path) -> dict[str, str]:
+    """The line `build` prints for each model, by model."""
+    result = tidegate("build", "--project", project)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    models = ("daily_revenue", "monthly_revenue", "revenue_report")
+    return {m: next(line for line in lines if f" {m} " in line) for m in models}
+
+
+def test_each_build_row_says_one_thing_of_its_version(undeployed_project: Path) -> None:
+    """A version this build created is new or changed; one that existed is unchanged (and says
+    whether it is deployed), never `new` and `already built` at once."""
+    first = build_rows(undeployed_project)
+    assert all(" new " in row and "already built" not in row for row in first.values()), first
+    again = build_rows(undeployed_project)
+    for row in again.values():
+        assert " new " not in row and " unchanged " in row, row
+        assert "already built" in row and "not deployed" in row, row
+    for model in ("daily_revenue", "monthly_revenue", "revenue_report"):
+        deployed = tidegate("deploy", model, "--project", undeployed_project)
+        assert deployed.exit_code == 0, deployed.stderr
+    edit(undeployed_project, BAD_NET)
+    changed = build_rows(undeployed_project)["daily_revenue"]
+    assert " modified " in changed and "already built" not in changed, changed
+    rebuilt = build_rows(undeployed_project)["daily_revenue"]
+    assert " unchanged " in rebuilt and " modified " not in rebuilt, rebuilt
+    assert "not deployed (active: v1)" in rebuilt, rebuilt
+    active = build_rows(undeployed_project)["monthly_revenue"]
+    assert " unchanged " in active and "active" in active, active

@@ -78,7 +78,9 @@ def test_predicates() -> None:
     assert predicate_problem("net_revenue <= gross_revenue") is None
     assert predicate_problem("1 = 1; DROP TABLE orders") == "is not a valid SQL predicate"
     assert predicate_problem("SELECT 1") == "is not a valid SQL predicate"
-    assert predicate_problem("net_revenue <=") == "is not a valid SQL predicate"
+    assert predicate_problem("net_revenue <=") == (
+        "is not a valid SQL predicate: something is missing after '<='"
+    )
     assert predicate_problem("length(current_setting('threads')) > 0") == (
         "function current_setting is not allowed in a check: "
         "the engine's settings are not for a project's SQL to read or change"

@@ -54,6 +54,8 @@ class Progress:
     reconciliation_mismatches: int = 0
     source_rows: int = 0
     elapsed_seconds: float = 0.0
+    # the first blocking check that failed, `NAME: MESSAGE`: a halt names it
+    failed_check: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Trigger:
 def fired(stop_loss: StopLoss, progress: Progress, at: str) -> Trigger | None:
     """The first stop-loss condition `progress` meets, if any."""
     if stop_loss.halt_on_check_failure and progress.check_failures:
-        return Trigger("check_failure", "a blocking check failed", at)
+        return Trigger("check_failure", progress.failed_check or "a blocking check failed", at)
     if stop_loss.halt_on_reconciliation_mismatch and progress.reconciliation_mismatches:
         return Trigger("reconciliation_mismatch", "a reconciliation is beyond tolerance", at)
     if stop_loss.max_failures is not None and progress.failed >= stop_loss.max_failures:

@@ -124,6 +124,7 @@ class Report:
             done=mine.done + theirs.done,
             failed=mine.failed + theirs.failed,
             check_failures=mine.check_failures + theirs.check_failures,
+            failed_check=mine.failed_check or theirs.failed_check,
             reconciliation_mismatches=mine.reconciliation_mismatches
             + theirs.reconciliation_mismatches,
         )
@@ -579,7 +580,15 @@ class Executor:
                 attempts,
                 reasons,
                 tally,
-                check_failure=any(r.blocks for rs in computed.checks.values() for r in rs),
+                failed_check=next(
+                    (
+                        f"{r.name}: {r.message}"
+                        for p in unit.partitions
+                        for r in computed.checks.get(p.start, [])
+                        if r.blocks
+                    ),
+                    None,
+                ),
                 mismatch=mismatch,
             )
             return
@@ -761,6 +770,7 @@ class Executor:
         tally: Tally,
         check_failure: bool = False,
         mismatch: bool = False,
+        failed_check: str | None = None,
     ) -> None:
         tally.last_label = partitions[-1].label(spec.keys)
         self._settle(spec, partitions, attempts, reasons, AttemptState.FAILED, tally)
@@ -769,7 +779,8 @@ class Executor:
             progress,
             done=progress.done + len(partitions),
             failed=progress.failed + len(partitions),
-            check_failures=progress.check_failures + int(check_failure),
+            check_failures=progress.check_failures + int(check_failure or bool(failed_check)),
+            failed_check=progress.failed_check or failed_check,
             reconciliation_mismatches=progress.reconciliation_mismatches + int(mismatch),
         )
 

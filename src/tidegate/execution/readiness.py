@@ -12,6 +12,7 @@ from tidegate.engines.base import Engine, bound_values
 from tidegate.execution.audit import contract_problems
 from tidegate.execution.update import table_problems
 from tidegate.project.loader import Project
+from tidegate.sql.model_sql import missing_column
 from tidegate.sql.sandbox import stored_refusal
 
 
@@ -50,7 +51,14 @@ def version_problems(engine: Engine, project: Project, version: Version) -> list
                 version.sql, bound_values(first, first.label(spec.keys))
             )
         except EngineError as error:
-            problems.append(f"the query cannot be planned: {error}")
+            tables = {project.sources[n].table: f"source {n}" for n in spec.sources}
+            tables.update({m: f"model {m}" for m in spec.upstream})
+            missing = missing_column(version.sql, str(error), tables)
+            problems.append(
+                f"the query cannot be planned: {error}"
+                if missing is None
+                else f"{version.model} v{version.seq}: {missing} ({str(error).splitlines()[0]})"
+            )
         else:
             # nullability is only known once rows exist: the audit checks it per partition
             planned = [Column(c.name, c.type, False) for c in produced]

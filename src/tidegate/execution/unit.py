@@ -29,6 +29,7 @@ from tidegate.execution.audit import (
 )
 from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, previous_start
+from tidegate.sql.model_sql import missing_column
 from tidegate.sql.sandbox import stored_refusal
 
 
@@ -187,7 +188,7 @@ def compute(
         return _compute_window(engine, spec, staging, bounds, unit, read_from, types)
     except (EngineError, ModelError) as error:
         engine.drop_staging(staging)
-        return Computed(unit, staging, error=str(error))
+        return Computed(unit, staging, error=explained(version, str(error), read_from))
 
 
 def _compute_key(
@@ -285,6 +286,17 @@ def _compute_window(
 def _refused(unit: Unit, staging: str, contract: CheckResult) -> Computed:
     """A unit whose staged rows break the contract: nothing else is judged."""
     return Computed(unit, staging, checks={p.start: [contract] for p in unit.partitions})
+
+
+def explained(version: Version, error: str, read_from: Mapping[str, ReadFrom]) -> str:
+    """An engine's error, led by the model and version whose query it refused when it is a
+    column a table the query reads lacks (the engine's own words name neither)."""
+    kinds = {n: "source" if n in version.spec.sources else "model" for n in read_from}
+    tables = {origin.table: f"{kinds[n]} {n}" for n, origin in read_from.items()}
+    missing = missing_column(version.sql, error, tables)
+    if missing is None:
+        return error
+    return f"{version.model} v{version.seq}: {missing} ({error.splitlines()[0]})"
 
 
 def _tables(read_from: Mapping[str, ReadFrom]) -> dict[str, str]:

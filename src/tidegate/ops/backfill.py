@@ -414,7 +414,7 @@ def _execute(
         report = session.executor(timer).execute(
             run_id, version, batches or enumerate(plan.batches(skip=done)), options
         )
-    status, reason = verdict(report)
+    status, reason = verdict(report, run_id=run_id)
     if status is RunStatus.SUCCEEDED and version.spec.update is not None:
         # every range published; rows in no range (a NULL key) were not updated
         outside = rows_outside_ranges(session.engine, version.spec)
@@ -495,10 +495,16 @@ def trigger_text(trigger: Trigger) -> str:
     return f"{trigger.name} at {trigger.partition}: {trigger.detail}"
 
 
-def verdict(report: Report, command: str = KIND) -> tuple[RunStatus, str | None]:
+def verdict(
+    report: Report, command: str = KIND, run_id: str | None = None
+) -> tuple[RunStatus, str | None]:
     """How a run of `command` (backfill, recover) ended, and why."""
     if report.trigger is not None:
-        return RunStatus.FAILED, f"stop-loss {trigger_text(report.trigger)}"
+        reason = f"stop-loss {trigger_text(report.trigger)}"
+        if report.trigger.name == "check_failure" and run_id is not None:
+            # resuming alone would fail the same check on the same rows
+            reason += f"; fix the input, then: tidegate rerun {run_id}"
+        return RunStatus.FAILED, reason
     if report.stopped:
         return RunStatus.STOPPED, f"stopped on request; resume with `tidegate {command} resume`"
     if report.refusal is not None:

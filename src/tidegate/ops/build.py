@@ -37,6 +37,7 @@ class Built:
     created: bool
     change: ChangeKind
     active_version: str | None
+    active_seq: int | None = None
 
 
 def tool_versions() -> dict[str, str]:
@@ -207,6 +208,12 @@ def build(ctx: Context) -> list[Built]:
         else:
             version = existing
         results.append(
-            Built(version, existing is None, change, active.version_id if active else None)
+            Built(
+                version,
+                existing is None,
+                change,
+                active.version_id if active else None,
+                active.seq if active else None,
+            )
         )
     return results

@@ -309,7 +309,7 @@ def close_if_over(ctx: Context, run_id: str) -> bool:
     if not tally.over(halted=halt is not None or run.stop_requested_at is not None):
         return False
     report = _report(tally, halt, run, ctx)
-    status, reason = backfill.verdict(report)
+    status, reason = backfill.verdict(report, run_id=run_id)
     trigger = None if report.trigger is None else backfill.trigger_text(report.trigger)
     if not ctx.state.close_distributed_run(run_id, status.value, reason, stamp(ctx.clock), trigger):
         return False

@@ -245,7 +245,7 @@ def _execute(
             _add(total, report)
             if report.trigger is not None or report.stopped:
                 break
-    status, reason = verdict(total, "recover")
+    status, reason = verdict(total, "recover", run_id)
     trigger = None if total.trigger is None else trigger_text(total.trigger)
     ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
     notes = announce(

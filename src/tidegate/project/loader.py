@@ -46,6 +46,7 @@ from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
     aggregate_problem,
+    columns_read,
     line_of,
     parameters,
     parse_query,
@@ -361,6 +362,8 @@ def _checks(
                     model.check_line(index, key),
                 )
         refused = predicate_problem(params["expression"]) if declared.type == "expression" else None
+        if refused is None and declared.type == "expression":
+            refused = unknown_columns(params["expression"], columns)
         if refused is not None:
             raise ConfigError(
                 model.path,
@@ -553,7 +556,7 @@ def _build_spec(
     )
     key_sources = _key_sources(model, reads, sources)
     reconciliations = _reconciliations(
-        model, reads, sources, None if cursor is None else cursor.source
+        model, reads, sources, None if cursor is None else cursor.source, columns
     )
     return ModelSpec(
         name=name,
@@ -677,8 +680,24 @@ def _check_keyed_source(
     )
 
 
+def unknown_columns(expression: str, columns: tuple[Column, ...]) -> str | None:
+    """Why an expression over the model's rows cannot run: it reads a column the model does
+    not declare (found at build, not as the warehouse's binder error at validate)."""
+    declared = {c.name.lower() for c in columns}
+    unknown = sorted(c for c in columns_read(expression) if c.lower() not in declared)
+    if not unknown:
+        return None
+    names = ", ".join(repr(c) for c in unknown)
+    noun = "column" if len(unknown) == 1 else "columns"
+    return f"reads {noun} {names}, not in columns ({', '.join(c.name for c in columns)})"
+
+
 def _reconciliations(
-    model: ModelFile, reads: set[str], sources: dict[str, Source], cursor_source: str | None
+    model: ModelFile,
+    reads: set[str],
+    sources: dict[str, Source],
+    cursor_source: str | None,
+    columns: tuple[Column, ...],
 ) -> tuple[Reconciliation, ...]:
     """Per partition: a time partition's window of a source or upstream model, a cursor
     interval of the cursor source, or a key's rows of a source that names its key column."""
@@ -702,6 +721,9 @@ def _reconciliations(
             )
         for field in ("source_expression", "target_expression"):
             problem = aggregate_problem(getattr(item, field))
+            # the source side's columns are known only in the warehouse
+            if problem is None and field == "target_expression":
+                problem = unknown_columns(item.target_expression, columns)
             if problem is not None:
                 raise ConfigError(model.path, f"reconciliations[{index}]: {field} {problem}", line)
         if not IDENTIFIER.match(item.name) or item.name in {r.name for r in found}:

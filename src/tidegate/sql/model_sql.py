@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 
 import sqlglot
@@ -58,11 +59,9 @@ def parse_query(sql: str) -> exp.Query:
         statements = [s for s in parsed if s is not None]
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
-        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
-        description = str(first.get("description") or error).split("<Token")[0].strip()
         before = first.get("start_context")
         line = before.count("\n") + 1 if isinstance(before, str) else first.get("line")
-        raise SqlProblem(f"SQL does not parse: {description}{near}", line) from None
+        raise SqlProblem(f"SQL does not parse: {parse_problem(error)}", line) from None
     except SqlglotError as error:
         raise SqlProblem(f"SQL does not parse: {str(error).splitlines()[0]}") from None
     if len(statements) != 1:
@@ -179,11 +178,34 @@ def parse_type(text: str) -> str:
     return data_type.sql(dialect=DIALECT)
 
 
+def parse_problem(error: ParseError) -> str:
+    """Where and why SQL stopped parsing, in the words of its author: sqlglot's descriptions
+    name its own classes (`missing for <class 'sqlglot...And'>`)."""
+    first = error.errors[0] if error.errors else {}
+    highlight = first.get("highlight")
+    near = f" near {highlight!r}" if highlight else ""
+    description = str(first.get("description") or error).splitlines()[0]
+    if description.startswith("Required keyword") and highlight:
+        return f"something is missing after {highlight!r}"
+    if description.startswith("Expecting )"):
+        return f"a parenthesis is not closed{near}"
+    # everything from the first `<class …>` or `<Token …>` on is the parser's, not the user's
+    plain = re.split(r"\s*(?:for |of )?<", description)[0].strip().rstrip(".")
+    return f"{plain or 'unexpected text'}{near}"
+
+
 def predicate_problem(text: str, what: str = "a check") -> str | None:
     """Why `text` cannot be a row predicate (None when it can)."""
     try:
         parsed = sqlglot.parse_one(text, dialect=DIALECT, into=exp.Condition)
     except SqlglotError:
+        try:
+            # parsed again without `into`: that error says where it stops
+            sqlglot.parse_one(text, dialect=DIALECT)
+        except ParseError as error:
+            return f"is not a valid SQL predicate: {parse_problem(error)}"
+        except SqlglotError:
+            pass
         return "is not a valid SQL predicate"
     if parsed is None or isinstance(parsed, exp.Query):
         return "is not a valid SQL predicate"
@@ -194,6 +216,8 @@ def aggregate_problem(text: str, what: str = "a reconciliation") -> str | None:
     """Why `text` cannot be an aggregate over rows (sum, count, …; None when it can)."""
     try:
         parsed = sqlglot.parse_one(text, dialect=DIALECT)
+    except ParseError as error:
+        return f"is not an aggregate expression: {parse_problem(error)}"
     except SqlglotError:
         return "is not an aggregate expression"
     if (
@@ -209,3 +233,52 @@ def aggregate_problem(text: str, what: str = "a reconciliation") -> str | None:
 def _refusal(tree: exp.Expr, what: str) -> str | None:
     refused = refused_call(tree)
     return None if refused is None else refused.message(what)
+
+
+# what DuckDB says when a query reads a column none of its tables has
+_MISSING_COLUMN = re.compile(r'Referenced column "([^"]+)" not found')
+
+
+def missing_column(sql: str, error: str, tables: Mapping[str, str]) -> str | None:
+    """`source NAME has no column C` when `error` (an engine's, from planning or running `sql`)
+    says a column the query reads is missing; `tables` maps each physical table the query may
+    read to how the project knows it (`source orders`, `model daily_revenue`). None for any
+    other error."""
+    found = _MISSING_COLUMN.search(error)
+    if found is None:
+        return None
+    column = found.group(1)
+    try:
+        tree = sqlglot.parse_one(sql, dialect=DIALECT)
+    except SqlglotError:
+        tree = None
+    read: list[str] = []
+    if tree is not None:
+        aliases = {t.alias_or_name.lower(): t.name for t in tree.find_all(exp.Table)}
+        for node in tree.find_all(exp.Column):
+            if node.name.lower() != column.lower():
+                continue
+            if node.table and node.table.lower() in aliases:
+                read = [aliases[node.table.lower()]]
+                break
+        else:
+            read = sorted({t.name for t in tree.find_all(exp.Table)})
+    named = [tables.get(t, f"table {t}") for t in read]
+    if len(named) == 1:
+        return f"{named[0]} has no column {column}"
+    if named:
+        return f"no table it reads ({', '.join(named)}) has column {column}"
+    return f"no table it reads has column {column}"
+
+
+def columns_read(text: str) -> set[str]:
+    """The columns an expression reads (a lambda's parameters are not columns); empty when it
+    does not parse (its parse is refused on its own)."""
+    try:
+        tree = sqlglot.parse_one(text, dialect=DIALECT)
+    except SqlglotError:
+        return set()
+    if tree is None:
+        return set()
+    bound = {p.name for node in tree.find_all(exp.Lambda) for p in node.expressions if p.name}
+    return {c.name for c in tree.find_all(exp.Column) if c.name and c.name not in bound}
