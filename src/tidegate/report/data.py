@@ -99,7 +99,7 @@ def build_view(ctx: Context, *, details: bool, live: bool = False) -> dict[str, 
             }
             for e in state.recent_events(EVENTS_SHOWN)
         ]
-        failing = [_check_doc(c, keys) for c in state.failing_checks(CHECKS_SHOWN)]
+        failing = check_docs(state.failing_checks(CHECKS_SHOWN), keys)
         consumers = ctx.project.settings.consumers
         notices = [notice_doc(row, consumers) for row in state.recent_outbox(NOTICES_SHOWN)]
         stamp = state.ledger_stamp()
@@ -264,6 +264,15 @@ def _run_doc(summary: RunSummary, now: datetime) -> dict[str, Any]:
     }
 
 
+def check_docs(
+    checks: list[FailingCheck], keys: dict[str, tuple[str, ...]]
+) -> list[dict[str, Any]]:
+    """Failing checks, the open ones first: a failure a later publish fixed stays listed (it
+    explains a gap in history) but no longer asks for attention."""
+    docs = [_check_doc(c, keys) for c in checks]
+    return sorted(docs, key=lambda doc: doc["resolved_by"] is not None)
+
+
 def _check_doc(check: FailingCheck, keys: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     key = PartitionKey(Grain(check.grain), check.start, check.end)
     return {
@@ -276,6 +285,8 @@ def _check_doc(check: FailingCheck, keys: dict[str, tuple[str, ...]]) -> dict[st
         "severity": check.severity,
         "message": check.message,
         "at": check.at,
+        "resolved_by": check.resolved_by,
+        "resolved_at": check.resolved_at,
     }
 
 

@@ -399,7 +399,7 @@
     headers.forEach(function (h) { head.appendChild(el("th", null, h)); });
     node.appendChild(head);
     rows.forEach(function (cells) {
-      var tr = el("tr");
+      var tr = el("tr", cells.cls);
       cells.forEach(function (c) {
         var td = el("td");
         if (c !== null && typeof c === "object" && !(c instanceof Node)) { td.className = c.cls; c = c.text; }
@@ -521,10 +521,15 @@
   }
 
   function renderChecks() {
-    table($("check-table"), ["at", "model", "partition", "check", "severity", "message", "run"],
+    table($("check-table"), ["at", "model", "partition", "check", "severity", "message", "run", "resolved"],
       view.failing_checks.map(function (c) {
-        return [c.at || "", c.model, c.partition, c.name, { text: c.severity, cls: c.severity === "blocking" ? "fail" : "warn" },
-          { text: c.message, cls: "wrap" }, { text: c.run_id, cls: "mono" }];
+        var fixed = c.resolved_by !== null;
+        var row = [c.at || "", c.model, c.partition, c.name,
+          { text: c.severity, cls: fixed ? "" : c.severity === "blocking" ? "fail" : "warn" },
+          { text: c.message, cls: "wrap" }, { text: c.run_id, cls: "mono" },
+          fixed ? "resolved by run " + c.resolved_by + " at " + c.resolved_at : "open"];
+        row.cls = fixed ? "resolved" : null;
+        return row;
       }), "no failing checks");
   }
 

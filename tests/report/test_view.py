@@ -1,0 +1,39 @@
+"""The view model's pure parts: failing checks, queued cells, health lines, numbers for people."""
+
+from __future__ import annotations
+
+from tidegate.report.data import check_docs
+from tidegate.report.rows import FailingCheck
+
+DAY0 = 1_738_368_000  # 2025-02-01
+
+
+def failing(attempt_id: str, resolved_by: str | None = None) -> FailingCheck:
+    return FailingCheck(
+        "daily_revenue",
+        "day",
+        DAY0,
+        DAY0 + 86400,
+        "run-1",
+        attempt_id,
+        "v-1",
+        "not_feb_1",
+        "expression",
+        "blocking",
+        "1 row(s) violate it",
+        "2025-02-02T00:00:00.123456+00:00",
+        resolved_by,
+        "2025-02-03T04:05:06.789012+00:00" if resolved_by else None,
+    )
+
+
+def test_resolved_check_failures_say_by_which_run_and_follow_the_open_ones() -> None:
+    docs = check_docs([failing("a1", "run-2"), failing("a2")], {})
+    assert [d["attempt_id"] for d in docs] == ["a2", "a1"]
+    open_, fixed = docs
+    assert (open_["resolved_by"], open_["resolved_at"]) == (None, None)
+    assert (fixed["resolved_by"], fixed["resolved_at"]) == (
+        "run-2",
+        "2025-02-03T04:05:06.789012+00:00",
+    )
+    assert fixed["partition"] == "2025-02-01"
