@@ -22,6 +22,7 @@ from tidegate.domain.partitions import (
     floor,
     to_epoch,
 )
+from tidegate.domain.run import Run
 from tidegate.domain.schedule import last_fire
 from tidegate.domain.taint import TaintedPartition
 from tidegate.ops.context import Context
@@ -34,6 +35,7 @@ RUNS_SHOWN = 200
 EVENTS_SHOWN = 500
 CHECKS_SHOWN = 200
 NOTICES_SHOWN = 200
+BACKFILL = "backfill"  # ops.backfill.KIND: the report does not import the operations
 
 
 @dataclass
@@ -80,8 +82,9 @@ def build_view(ctx: Context, *, details: bool, live: bool = False) -> dict[str, 
     models: list[dict[str, Any]] = []
     taints: list[dict[str, Any]] = []
     with state.reading():
+        plans = live_plans(state.live_runs())
         for name in ctx.project.order:
-            model, marks = _model(ctx, name, refs, details, now)
+            model, marks = _model(ctx, name, refs, details, now, plans.get(name, []))
             models.append(model)
             taints += marks
         keys = {m["name"]: tuple(m["keys"]) for m in models}
@@ -138,8 +141,35 @@ def expected(spec: ModelSpec, now: datetime) -> tuple[int, int] | None:
     return (due.start, due.end) if spec.first_partition() else None
 
 
+Plan = tuple[str, list[tuple[int, int]]]
+
+
+def live_plans(runs: list[Run]) -> dict[str, list[Plan]]:
+    """Per model, the (run id, selection) of each backfill still running: the partitions it
+    is yet to write are drawn as queued. A plan that does not read as one is left out: the
+    report shows what it can rather than fail on it."""
+    plans: dict[str, list[Plan]] = {}
+    for run in runs:
+        if run.kind != BACKFILL or run.ended_at is not None or not run.plan:
+            continue
+        try:
+            document = json.loads(run.plan)
+            model = document["model"]
+            selection = [(int(start), int(end)) for start, end in document["selection"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(model, str):
+            plans.setdefault(model, []).append((run.run_id, selection))
+    return plans
+
+
 def _model(
-    ctx: Context, name: str, refs: _Refs, details: bool, now: datetime
+    ctx: Context,
+    name: str,
+    refs: _Refs,
+    details: bool,
+    now: datetime,
+    plans: list[Plan],
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A model's document, and its open taints grouped into ranges."""
     state = ctx.state
@@ -150,6 +180,7 @@ def _model(
     rows = state.partition_cells(name, active_id)
     cal = grid.calendar(spec.grain, expected(spec, now), rows, spec.chunk_size)
     cells = grid.paint(cal, rows, refs.version_index)
+    grid.queue(cells, cal, rows, plans)
     taints = state.open_taints(name)
     grid.taint(cells, cal, IntervalSet.of([(t.mark.start, t.mark.end) for t in taints]).intervals)
     model_state = state.model_state(name)

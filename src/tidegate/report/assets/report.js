@@ -328,6 +328,7 @@
     addRow(dl, "state", state);
     if (cell.version >= 0) { addRow(dl, "version", versionText(cell.version)); }
     taintsAt(m, i).forEach(function (t) { addRow(dl, "taint", t.reason + " (declared on " + t.origin + ", " + t.taint_id + ")"); });
+    if (cell.state === "queued") { addRow(dl, "note", "a running backfill has yet to write it"); }
     if (cell.state === "missing") {
       addRow(dl, "note", "no attempt recorded; due by " + view.as_of);
       return;
