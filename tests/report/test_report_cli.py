@@ -85,6 +85,9 @@ def test_the_page_holds_the_data_and_no_user_markup(mixed: Path, tmp_path: Path)
     assert {n["what"] for n in data["notices"]} == {"notice published", "notice taint"}
     assert all(n["consumers"] == ["finance"] for n in data["notices"])
     daily = data["models"][0]
+    assert daily["health"]["line"] == (
+        "daily_revenue: 7 published · 5 stale · 2 tainted · 1 failed · 88 missing"
+    )
     shown = ok("show", "partition", MODEL, "2025-02-05", "--project", mixed)["published"]
     at = (1738713600 - daily["first"]) // 86400  # 2025-02-05
     assert data["run_ids"][daily["details"]["run"][at]] == shown["run_id"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tidegate.report.data import check_docs
+from tidegate.report import cells as grid
+from tidegate.report.data import check_docs, health
 from tidegate.report.rows import FailingCheck
 
 DAY0 = 1_738_368_000  # 2025-02-01
@@ -37,3 +38,17 @@ def test_resolved_check_failures_say_by_which_run_and_follow_the_open_ones() -> 
         "2025-02-03T04:05:06.789012+00:00",
     )
     assert fixed["partition"] == "2025-02-01"
+
+
+def test_a_model_health_is_one_line_and_a_proportional_bar() -> None:
+    counts = dict.fromkeys(grid.STATES, 0)
+    counts.update(published=1340, failed=3, queued=12, missing=10, tainted=0)
+    shown = health("daily_revenue", counts)
+    assert shown["line"] == ("daily_revenue: 1,340 published · 3 failed · 12 queued · 10 missing")
+    assert [state for state, _ in shown["bar"]] == ["published", "failed", "queued", "missing"]
+    assert abs(sum(share for _, share in shown["bar"]) - 1) < 1e-3
+    assert dict(shown["bar"])["failed"] == round(3 / 1365, 4)
+    assert health("empty", dict.fromkeys(grid.STATES, 0)) == {
+        "line": "empty: no partitions due",
+        "bar": [],
+    }

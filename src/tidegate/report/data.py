@@ -183,6 +183,7 @@ def _model(
     grid.queue(cells, cal, rows, plans)
     taints = state.open_taints(name)
     grid.taint(cells, cal, IntervalSet.of([(t.mark.start, t.mark.end) for t in taints]).intervals)
+    counts = grid.counts(cells)
     model_state = state.model_state(name)
     confirmed = state.confirming_run(name) if active else None
     doc = {
@@ -201,11 +202,26 @@ def _model(
         "paused": bool(model_state and model_state.paused),
         "deploy": None if active is None else ("confirmed" if confirmed else "pending"),
         "confirmed_by": confirmed,
-        "counts": grid.counts(cells),
+        "counts": counts,
+        "health": health(name, counts),
         "segments": grid.run_length(cells),
         "details": _details(ctx, name, cal, rows, refs) if details else None,
     }
     return doc, _taints(spec, cal, name, taints)
+
+
+def health(name: str, counts: dict[str, int]) -> dict[str, Any]:
+    """A model at a glance: one line naming the states it has partitions in, in legend order,
+    and the share of each for a thin bar (states it has none in are left out of both)."""
+    shown = [(state, counts.get(state, 0)) for state in grid.STATES if counts.get(state, 0)]
+    total = sum(n for _, n in shown)
+    if not total:
+        return {"line": f"{name}: no partitions due", "bar": []}
+    line = " · ".join(f"{n:,} {state}" for state, n in shown)
+    return {
+        "line": f"{name}: {line}",
+        "bar": [[state, round(n / total, 4)] for state, n in shown],
+    }
 
 
 def _details(

@@ -233,6 +233,21 @@
     return list;
   }
 
+  function healthOf(m) {
+    var box = el("div", "health");
+    box.setAttribute("data-model", m.name);
+    box.appendChild(el("p", "health-line", m.health.line));
+    var bar = el("div", "health-bar");
+    bar.setAttribute("aria-hidden", "true");
+    m.health.bar.forEach(function (part) {
+      var share = el("i", "s-" + part[0]);
+      share.style.width = (part[1] * 100) + "%";
+      bar.appendChild(share);
+    });
+    box.appendChild(bar);
+    return box;
+  }
+
   function renderModels() {
     var total = {};
     view.states.forEach(function (s) { total[s] = 0; });
@@ -256,6 +271,7 @@
       if (m.deploy === "pending") { head.appendChild(el("span", "badge warn", "deploy pending its first run")); }
       if (m.paused) { head.appendChild(el("span", "badge warn", "paused")); }
       card.appendChild(head);
+      card.appendChild(healthOf(m));
       card.appendChild(countList(m.counts, true));
       var canvas = el("canvas");
       canvas.setAttribute("data-model", m.name);
