@@ -78,7 +78,12 @@ def test_the_page_holds_the_data_and_no_user_markup(mixed: Path, tmp_path: Path)
         ["2025-02-03..2025-02-04"],
         TAINT_REASON,
     )
+    assert data["as_of"] == "2025-04-15T00:00:00Z"
     [backfill] = [r for r in data["runs"] if r["kind"] == "backfill"]
+    to_the_second = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    assert to_the_second.match(backfill["started_at"]) and to_the_second.match(backfill["ended_at"])
+    assert all(to_the_second.match(e["at"]) for e in data["events"])
+    assert re.match(r"^[\d,.]+ partitions/min$", backfill["throughput"])
     assert backfill["trigger"].startswith("check_failure at 2025-02-10")
     assert backfill["attempts"]["published"] == 9 and backfill["per_minute"] > 0
     assert {c["partition"] for c in data["failing_checks"]} == {"2025-02-10"}

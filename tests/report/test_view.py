@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidegate.report import cells as grid
-from tidegate.report.data import check_docs, health
+from tidegate.report.data import check_docs, health, throughput, utc_second
 from tidegate.report.rows import FailingCheck
 
 DAY0 = 1_738_368_000  # 2025-02-01
@@ -35,7 +35,7 @@ def test_resolved_check_failures_say_by_which_run_and_follow_the_open_ones() -> 
     assert (open_["resolved_by"], open_["resolved_at"]) == (None, None)
     assert (fixed["resolved_by"], fixed["resolved_at"]) == (
         "run-2",
-        "2025-02-03T04:05:06.789012+00:00",
+        "2025-02-03T04:05:06Z",
     )
     assert fixed["partition"] == "2025-02-01"
 
@@ -52,3 +52,17 @@ def test_a_model_health_is_one_line_and_a_proportional_bar() -> None:
         "line": "empty: no partitions due",
         "bar": [],
     }
+
+
+def test_times_are_to_the_second_in_utc() -> None:
+    assert utc_second("2025-02-03T04:05:06.789012+00:00") == "2025-02-03T04:05:06Z"
+    assert utc_second("2025-02-03T05:05:06.999999+01:00") == "2025-02-03T04:05:06Z"
+    assert utc_second(None) is None
+    assert utc_second("not a time") == "not a time"
+
+
+def test_throughput_is_rounded_for_people() -> None:
+    assert throughput(210_726, 1000.0) == (12644, "12,644 partitions/min")
+    assert throughput(1, 150.0) == (0.4, "0.4 partitions/min")
+    assert throughput(0, 10.0) == (None, None)
+    assert throughput(5, 0.0) == (None, None)

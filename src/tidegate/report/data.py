@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from tidegate.domain.attempt import RunStatus
@@ -55,7 +55,7 @@ class _Refs:
                 "model": version.model,
                 "seq": version.seq,
                 "change": version.change.value,
-                "created_at": version.created_at,
+                "created_at": utc_second(version.created_at),
                 "git_commit": version.git_commit,
                 "git_dirty": version.git_dirty,
                 "active": version.version_id == active,
@@ -91,7 +91,7 @@ def build_view(ctx: Context, *, details: bool, live: bool = False) -> dict[str, 
         runs = [_run_doc(s, now) for s in state.run_summaries(RUNS_SHOWN)]
         events = [
             {
-                "at": e.at,
+                "at": utc_second(e.at),
                 "model": e.model,
                 "kind": e.kind,
                 "version": refs.version_index.get(e.version_id or "", -1),
@@ -104,12 +104,15 @@ def build_view(ctx: Context, *, details: bool, live: bool = False) -> dict[str, 
         ]
         failing = check_docs(state.failing_checks(CHECKS_SHOWN), keys)
         consumers = ctx.project.settings.consumers
-        notices = [notice_doc(row, consumers) for row in state.recent_outbox(NOTICES_SHOWN)]
+        notices = [
+            _seconds_only(notice_doc(row, consumers), NOTICE_TIMES)
+            for row in state.recent_outbox(NOTICES_SHOWN)
+        ]
         stamp = state.ledger_stamp()
     return {
         "format": FORMAT,
         "project": ctx.project.settings.project.name,
-        "as_of": now.isoformat(),
+        "as_of": utc_second(now.isoformat()),
         "live": live,
         "stamp": stamp,
         "states": list(grid.STATES),
@@ -270,7 +273,7 @@ def _taints(
                 "partitions": len(marks),
                 "ranges": [spec.span(s, e).label(spec.keys) for s, e in spans],
                 "cells": [[cal.ordinal(s), cal.ordinal(e)] for s, e in spans],
-                "marked_at": min(m.marked_at for m in marks),
+                "marked_at": utc_second(min(m.marked_at for m in marks)),
             }
         )
     return docs
@@ -290,8 +293,8 @@ def _seconds(summary: RunSummary, now: datetime) -> float:
 
 def _run_doc(summary: RunSummary, now: datetime) -> dict[str, Any]:
     run = summary.run
-    published = summary.states.get("published", 0)
     seconds = _seconds(summary, now)
+    per_minute, text = throughput(summary.states.get("published", 0), seconds)
     return {
         "run_id": run.run_id,
         "kind": run.kind,
@@ -299,15 +302,16 @@ def _run_doc(summary: RunSummary, now: datetime) -> dict[str, Any]:
         "models": list(run.models),
         "partitions": run.partitions,
         "requester": run.requester,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
+        "started_at": utc_second(run.started_at),
+        "ended_at": utc_second(run.ended_at),
         "seconds": round(seconds, 3),
         "reason": run.reason,
         "trigger": run.trigger,
-        "stop_requested_at": run.stop_requested_at,
+        "stop_requested_at": utc_second(run.stop_requested_at),
         "attempts": summary.states,
         "rows": summary.rows,
-        "per_minute": round(published * 60 / seconds, 2) if published and seconds else None,
+        "per_minute": per_minute,
+        "throughput": text,
     }
 
 
@@ -331,10 +335,42 @@ def _check_doc(check: FailingCheck, keys: dict[str, tuple[str, ...]]) -> dict[st
         "kind": check.kind,
         "severity": check.severity,
         "message": check.message,
-        "at": check.at,
+        "at": utc_second(check.at),
         "resolved_by": check.resolved_by,
-        "resolved_at": check.resolved_at,
+        "resolved_at": utc_second(check.resolved_at),
     }
+
+
+def utc_second(text: str | None) -> str | None:
+    """A ledger time as people read it: UTC, to the second (cut, not rounded, so a time never
+    moves past a later one), in ISO form so the page still parses it. Left as it is when it
+    does not read as a time."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)  # the ledger writes UTC
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def throughput(published: int, seconds: float) -> tuple[float | None, str | None]:
+    """Partitions published per minute: whole ones once there are ten or more (no one reads
+    the hundredths of 12,643.58), one decimal below that so a slow run does not read as 0."""
+    if not published or seconds <= 0:
+        return None, None
+    rate = published * 60 / seconds
+    shown: float = round(rate) if rate >= 10 else round(rate, 1)
+    return shown, f"{shown:,} partitions/min"
+
+
+NOTICE_TIMES = ("created_at", "delivered_at", "next_attempt_at")
+
+
+def _seconds_only(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {**doc, **{key: utc_second(doc[key]) for key in keys}}
 
 
 def _detail_text(detail: dict[str, Any] | None) -> str:
