@@ -5,6 +5,7 @@ base.py, "the report and the UI"). Every store subclasses it, providing `store` 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -123,6 +124,19 @@ class ReportStoreContract:
             (T0 + 3 * DAY_SECONDS, "unique_d"),
             (T0 + 4 * DAY_SECONDS, "unique_d"),
         ]
+
+    def test_a_check_failure_a_later_publish_passed_is_resolved(self, history: StateStore) -> None:
+        later_run = "run-20250104T000000000000Z-cccccc"
+        history.create_run(run(later_run))
+        history.create_attempt(attempt("p3", later_run, 3, V2.version_id))
+        history.record_checks("p3", [PASSED, replace(FAILED_CHECK, passed=True, message="ok")])
+        publish(history, "p3")
+        failing = {f.attempt_id: f for f in history.failing_checks()}
+        assert (failing["f3"].resolved_by, failing["f3"].resolved_at) == (later_run, LATER)
+        # day 4 was published before it failed: nothing later fixed it
+        assert (failing["f4"].resolved_by, failing["f4"].resolved_at) == (None, None)
+        # a publish whose own check did not run resolves nothing
+        assert failing["a1"].resolved_by is None
 
     def test_run_summaries_count_attempts_by_state(self, history: StateStore) -> None:
         history.finish_run(RUN_A, RunStatus.SUCCEEDED, None, LATER)

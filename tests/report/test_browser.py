@@ -6,6 +6,8 @@ Run with `-rP` to see the measured render times.
 from __future__ import annotations
 
 import base64
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Error, Page, Route, expect
 
 from tests.faults.backfill_kit import listed_backfills, running
-from tests.kit import tidegate
+from tests.kit import FORCED, tidegate
 from tests.report import large
 from tests.report.kit import (
     AS_OF,
@@ -27,6 +29,8 @@ from tests.report.kit import (
 )
 
 pytestmark = pytest.mark.browser
+UPDATED_UTC = re.compile(r"updated \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+SCREENSHOT = "screenshot-report.png"
 STATE_COLOURS = {"2da44e", "d4a72c", "cf222e"}  # published, stale, failed (report.css)
 
 # True once each model's legend in the page shows the counts `status --json` gave (the page
@@ -125,6 +129,8 @@ def test_the_live_ui_follows_a_backfill_in_another_process(
             [run] = listed_backfills(project)
             assert run["status"] == "running" and backfill.alive()
             expect(page.locator("#run-table")).to_contain_text(run["run_id"])
+            # one clock on the page: UTC, to the second, like the header
+            expect(page.locator("#meta")).to_contain_text(UPDATED_UTC)
             assert_counts_match_status(page, project)
 
             detail = click_cell(page, MODEL, "2025-01-03")
@@ -218,3 +224,68 @@ def test_110_thousand_partitions_render_in_chromium(
         f"{timing['total']:.0f} ms after navigation start (script {timing['script']:.0f} ms)"
     )
     assert timing["total"] < 10_000  # the goal is 2 s; measured and printed, not a flaky gate
+
+
+def test_the_report_shows_queued_cells_health_lines_and_resolved_check_failures(
+    browser: BrowserContext, tmp_path: Path
+) -> None:
+    project = staged_project(tmp_path / "proj")
+    p = ("--project", project)
+    # v3 keeps the check but no longer fails on 2025-02-10: publishing that day fixes it
+    edit_check(project, "DATE '2025-02-10'", "DATE '1999-01-01'")
+    ok("run", MODEL, "--partition", "2025-02-10", *p)
+    start = ("backfill", MODEL, "--partitions", "2025-01-01..2025-01-31", "--batch-size", "2")
+    before = published(project)
+    # three batches start at once; the rate holds the fourth back for a minute
+    with running(*start, "--rate", "3/min", "--json", *p) as backfill:
+        run = wait_for_published(project, before + 6)
+        out = tmp_path / "report.html"
+        ok("report", "--out", out, "--as-of", AS_OF, *p)
+        assert backfill.alive()
+        page = open_page(browser, out.as_uri())
+        health = page.locator(f".health[data-model='{MODEL}'] .health-line")
+        expect(health).to_contain_text(re.compile(r"· 25 queued ·"))
+        expect(health).to_contain_text(re.compile(r"^daily_revenue: \d+ published · "))
+        expect(page.locator(f".health[data-model='{MODEL}'] .health-bar i.s-queued")).to_have_count(
+            1
+        )
+        queued = click_cell(page, MODEL, "2025-01-20")
+        expect(queued).to_have_attribute("data-state", "queued")
+        resolved = page.locator("#check-table tr.resolved")
+        expect(resolved).to_have_count(1)
+        expect(resolved).to_contain_text(re.compile(r"resolved by run run-\S+ at \S+ \S+ UTC"))
+        expect(page.locator("#meta")).to_contain_text(re.compile(r"as of 2025-04-15 00:00:00 UTC"))
+        times = page.locator("#run-table td").all_inner_texts()
+        assert not [t for t in times if re.search(r"\d\.\d{3,}|\+00:00", t)], times
+        page.locator("#detail-close").click()
+        png = page.screenshot(full_page=True)
+        (tmp_path / SCREENSHOT).write_bytes(png)
+        page.close()
+        stop = tidegate("backfill", "stop", run["run_id"], *p)
+        assert stop.exit_code == 0, stop.stderr
+        assert backfill.finish(timeout=60).exit_code == 5
+
+
+def edit_check(project: Path, old: str, new: str) -> None:
+    """Change daily_revenue's check expression; build and (forcibly) deploy the new version."""
+    path = project / "models" / f"{MODEL}.sql"
+    text = path.read_text()
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
+    ok("build", "--project", project)
+    ok("deploy", MODEL, *FORCED, "--project", project)
+
+
+def published(project: Path) -> int:
+    status = ok("status", "--as-of", AS_OF, "--project", project)
+    return int(status["models"][0]["partitions"]["published"])
+
+
+def wait_for_published(project: Path, goal: int) -> dict[str, Any]:
+    """The running backfill once `goal` partitions of daily_revenue are published."""
+    deadline = time.monotonic() + 60
+    while published(project) < goal:
+        assert time.monotonic() < deadline, f"the backfill did not reach {goal} published"
+        time.sleep(0.3)
+    [run] = [r for r in listed_backfills(project) if r["status"] == "running"]
+    return run

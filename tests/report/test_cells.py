@@ -70,6 +70,7 @@ def test_cells_are_missing_unless_the_ledger_knows_them() -> None:
         "failed": 0,
         "skipped": 1,
         "running": 1,
+        "queued": 0,
         "missing": 2,
     }
 
@@ -97,3 +98,30 @@ def test_run_length_segments_expand_back_to_the_cells(pairs: list[tuple[int, int
     triples = [flat[k : k + 3] for k in range(0, len(flat), 3)]
     assert all(a[:2] != b[:2] for a, b in itertools.pairwise(triples))
     assert all(t[2] > 0 for t in triples)
+
+
+def test_partitions_a_live_backfill_plans_are_queued_until_it_attempts_them() -> None:
+    rows = [
+        row(1, "published"),
+        row(2, "stale", "v0"),
+        CellRow(day(3), day(4), "published", "v1", "run-b", "1:00", None, None, None),
+        CellRow(day(4), day(5), "pending", None, None, None, "run-b", "v1", None),
+        CellRow(day(5), day(6), "failed", None, None, None, "run-a", "v1", "boom"),
+    ]
+    cal = grid.calendar(Grain.DAY, (day(0), day(9)), rows)
+    cells = grid.paint(cal, rows, {"v0": 0, "v1": 1})
+    # the plan reaches past the calendar's end: what is not drawn is not queued
+    grid.queue(cells, cal, rows, [("run-b", ((day(2), day(7)), (day(8), day(12))))])
+    assert [grid.STATES[s] for s in cells.states] == [
+        "missing",
+        "published",
+        "queued",  # stale now; the backfill rewrites it
+        "published",  # the backfill published it already
+        "running",
+        "queued",  # another run failed it; this one has yet to try
+        "queued",
+        "missing",
+        "queued",
+    ]
+    assert cells.versions[2] == 0  # what is published there until then still shows
+    assert grid.counts(cells)["queued"] == 4

@@ -12,6 +12,12 @@ import pytest
 from tests.e2e.test_startup import imported_heavy
 from tests.kit import state_dump, tidegate
 from tests.report.kit import AS_OF, HOSTILE, MODEL, TAINT_REASON, mixed_project, ok
+from tidegate.domain.attempt import RunStatus
+from tidegate.domain.backfill import BackfillPlan
+from tidegate.domain.ids import new_run_id
+from tidegate.domain.partitions import Grain, parse_partition
+from tidegate.domain.run import Run
+from tidegate.state.sqlite import SQLiteStateStore
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +59,7 @@ def test_the_report_counts_what_status_counts(mixed: Path, tmp_path: Path) -> No
         "failed": 1,  # 2025-02-10: v2's check
         "skipped": 0,
         "running": 0,
+        "queued": 0,
         "missing": 103 - 15,  # due by 2025-04-15 (through 04-13 at 02:00) and never tried
     }
     assert document["models"][1]["counts"]["skipped"] == 1
@@ -71,17 +78,50 @@ def test_the_page_holds_the_data_and_no_user_markup(mixed: Path, tmp_path: Path)
         ["2025-02-03..2025-02-04"],
         TAINT_REASON,
     )
+    assert data["as_of"] == "2025-04-15T00:00:00Z"
     [backfill] = [r for r in data["runs"] if r["kind"] == "backfill"]
+    to_the_second = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+    assert to_the_second.match(backfill["started_at"]) and to_the_second.match(backfill["ended_at"])
+    assert all(to_the_second.match(e["at"]) for e in data["events"])
+    assert re.match(r"^[\d,.]+ partitions/min$", backfill["throughput"])
     assert backfill["trigger"].startswith("check_failure at 2025-02-10")
     assert backfill["attempts"]["published"] == 9 and backfill["per_minute"] > 0
     assert {c["partition"] for c in data["failing_checks"]} == {"2025-02-10"}
     assert {n["what"] for n in data["notices"]} == {"notice published", "notice taint"}
     assert all(n["consumers"] == ["finance"] for n in data["notices"])
     daily = data["models"][0]
+    assert daily["health"]["line"] == (
+        "daily_revenue: 7 published · 5 stale · 2 tainted · 1 failed · 88 missing"
+    )
     shown = ok("show", "partition", MODEL, "2025-02-05", "--project", mixed)["published"]
     at = (1738713600 - daily["first"]) // 86400  # 2025-02-05
     assert data["run_ids"][daily["details"]["run"][at]] == shown["run_id"]
     assert daily["details"]["checksum"][at] == shown["checksum"]
+
+
+def test_a_running_backfill_queues_what_it_has_yet_to_write(project: Path, tmp_path: Path) -> None:
+    p = ("--project", project)
+    ok("run", MODEL, "--partition", "2025-01-01..2025-01-02", *p)
+    jan = [parse_partition(f"2025-01-{d:02}", Grain.DAY).start for d in (3, 13)]
+    store = SQLiteStateStore(project / ".tidegate" / "state.db")
+    try:
+        version = store.active_version(MODEL)
+        assert version is not None
+        plan = BackfillPlan(MODEL, version.version_id, Grain.DAY, ((jan[0], jan[1]),))
+        run_id = new_run_id()
+        at = "2025-04-14T23:00:00.000000+00:00"
+        store.create_run(
+            Run(run_id, "backfill", (MODEL,), "2025-01-03..2025-01-12", "alice",
+                RunStatus.RUNNING, at, plan=plan.to_json())
+        )  # fmt: skip
+        out = tmp_path / "report.html"
+        counts = ok("report", "--out", out, "--as-of", AS_OF, *p)["models"][0]["counts"]
+        assert (counts["queued"], counts["published"]) == (10, 2)
+        store.finish_run(run_id, RunStatus.STOPPED, None, at)
+        counts = ok("report", "--out", out, "--as-of", AS_OF, *p)["models"][0]["counts"]
+        assert counts["queued"] == 0
+    finally:
+        store.close()
 
 
 def test_the_report_reads_the_ledger_only(mixed: Path, tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from tidegate.domain.partitions import DAY_SECONDS, HOUR_SECONDS, Grain, to_utc
 from tidegate.report.rows import CellRow
 
 # The legend, in this order; a cell's state is its index here.
-STATES = ("published", "stale", "tainted", "failed", "skipped", "running", "missing")
+STATES = ("published", "stale", "tainted", "failed", "skipped", "running", "queued", "missing")
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
-PUBLISHED, STALE, TAINTED, FAILED, SKIPPED, RUNNING, MISSING = range(len(STATES))
+PUBLISHED, STALE, TAINTED, FAILED, SKIPPED, RUNNING, QUEUED, MISSING = range(len(STATES))
 NO_VERSION = -1
 
 
@@ -92,6 +92,26 @@ def paint(cal: Calendar, rows: Sequence[CellRow], version_index: dict[str, int])
             if row.version_id is not None:
                 cells.versions[at] = version_index.get(row.version_id, NO_VERSION)
     return cells
+
+
+def queue(
+    cells: Cells,
+    cal: Calendar,
+    rows: Sequence[CellRow],
+    plans: Sequence[tuple[str, Sequence[tuple[int, int]]]],
+) -> None:
+    """Mark the cells a live backfill will still write as queued: in its plan (run id,
+    selection), not yet attempted by that run, and not in flight. Between two batches a
+    backfill has nothing running, and its remaining partitions would otherwise read as
+    missing or as whatever an earlier run left there."""
+    if cal.grain is Grain.CURSOR or not plans:
+        return  # a cursor plan is a source interval, not cells
+    newest = {cal.ordinal(r.start): r.last_run_id or r.run_id for r in rows}
+    for run_id, selection in plans:
+        for start, end in selection:
+            for at in range(max(cal.ordinal(start), 0), min(cal.ordinal(end), cal.n)):
+                if cells.states[at] != RUNNING and newest.get(at) != run_id:
+                    cells.states[at] = QUEUED
 
 
 def taint(cells: Cells, cal: Calendar, intervals: Sequence[tuple[int, int]]) -> None:

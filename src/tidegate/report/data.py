@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from tidegate.domain.attempt import RunStatus
@@ -22,6 +22,7 @@ from tidegate.domain.partitions import (
     floor,
     to_epoch,
 )
+from tidegate.domain.run import Run
 from tidegate.domain.schedule import last_fire
 from tidegate.domain.taint import TaintedPartition
 from tidegate.ops.context import Context
@@ -34,6 +35,7 @@ RUNS_SHOWN = 200
 EVENTS_SHOWN = 500
 CHECKS_SHOWN = 200
 NOTICES_SHOWN = 200
+BACKFILL = "backfill"  # ops.backfill.KIND: the report does not import the operations
 
 
 @dataclass
@@ -53,7 +55,7 @@ class _Refs:
                 "model": version.model,
                 "seq": version.seq,
                 "change": version.change.value,
-                "created_at": version.created_at,
+                "created_at": utc_second(version.created_at),
                 "git_commit": version.git_commit,
                 "git_dirty": version.git_dirty,
                 "active": version.version_id == active,
@@ -80,15 +82,16 @@ def build_view(ctx: Context, *, details: bool, live: bool = False) -> dict[str, 
     models: list[dict[str, Any]] = []
     taints: list[dict[str, Any]] = []
     with state.reading():
+        plans = live_plans(state.live_runs())
         for name in ctx.project.order:
-            model, marks = _model(ctx, name, refs, details, now)
+            model, marks = _model(ctx, name, refs, details, now, plans.get(name, []))
             models.append(model)
             taints += marks
         keys = {m["name"]: tuple(m["keys"]) for m in models}
         runs = [_run_doc(s, now) for s in state.run_summaries(RUNS_SHOWN)]
         events = [
             {
-                "at": e.at,
+                "at": utc_second(e.at),
                 "model": e.model,
                 "kind": e.kind,
                 "version": refs.version_index.get(e.version_id or "", -1),
@@ -99,14 +102,17 @@ def build_view(ctx: Context, *, details: bool, live: bool = False) -> dict[str, 
             }
             for e in state.recent_events(EVENTS_SHOWN)
         ]
-        failing = [_check_doc(c, keys) for c in state.failing_checks(CHECKS_SHOWN)]
+        failing = check_docs(state.failing_checks(CHECKS_SHOWN), keys)
         consumers = ctx.project.settings.consumers
-        notices = [notice_doc(row, consumers) for row in state.recent_outbox(NOTICES_SHOWN)]
+        notices = [
+            _seconds_only(notice_doc(row, consumers), NOTICE_TIMES)
+            for row in state.recent_outbox(NOTICES_SHOWN)
+        ]
         stamp = state.ledger_stamp()
     return {
         "format": FORMAT,
         "project": ctx.project.settings.project.name,
-        "as_of": now.isoformat(),
+        "as_of": utc_second(now.isoformat()),
         "live": live,
         "stamp": stamp,
         "states": list(grid.STATES),
@@ -138,8 +144,35 @@ def expected(spec: ModelSpec, now: datetime) -> tuple[int, int] | None:
     return (due.start, due.end) if spec.first_partition() else None
 
 
+Plan = tuple[str, list[tuple[int, int]]]
+
+
+def live_plans(runs: list[Run]) -> dict[str, list[Plan]]:
+    """Per model, the (run id, selection) of each backfill still running: the partitions it
+    is yet to write are drawn as queued. A plan that does not read as one is left out: the
+    report shows what it can rather than fail on it."""
+    plans: dict[str, list[Plan]] = {}
+    for run in runs:
+        if run.kind != BACKFILL or run.ended_at is not None or not run.plan:
+            continue
+        try:
+            document = json.loads(run.plan)
+            model = document["model"]
+            selection = [(int(start), int(end)) for start, end in document["selection"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(model, str):
+            plans.setdefault(model, []).append((run.run_id, selection))
+    return plans
+
+
 def _model(
-    ctx: Context, name: str, refs: _Refs, details: bool, now: datetime
+    ctx: Context,
+    name: str,
+    refs: _Refs,
+    details: bool,
+    now: datetime,
+    plans: list[Plan],
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A model's document, and its open taints grouped into ranges."""
     state = ctx.state
@@ -150,8 +183,10 @@ def _model(
     rows = state.partition_cells(name, active_id)
     cal = grid.calendar(spec.grain, expected(spec, now), rows, spec.chunk_size)
     cells = grid.paint(cal, rows, refs.version_index)
+    grid.queue(cells, cal, rows, plans)
     taints = state.open_taints(name)
     grid.taint(cells, cal, IntervalSet.of([(t.mark.start, t.mark.end) for t in taints]).intervals)
+    counts = grid.counts(cells)
     model_state = state.model_state(name)
     confirmed = state.confirming_run(name) if active else None
     doc = {
@@ -170,11 +205,26 @@ def _model(
         "paused": bool(model_state and model_state.paused),
         "deploy": None if active is None else ("confirmed" if confirmed else "pending"),
         "confirmed_by": confirmed,
-        "counts": grid.counts(cells),
+        "counts": counts,
+        "health": health(name, counts),
         "segments": grid.run_length(cells),
         "details": _details(ctx, name, cal, rows, refs) if details else None,
     }
     return doc, _taints(spec, cal, name, taints)
+
+
+def health(name: str, counts: dict[str, int]) -> dict[str, Any]:
+    """A model at a glance: one line naming the states it has partitions in, in legend order,
+    and the share of each for a thin bar (states it has none in are left out of both)."""
+    shown = [(state, counts.get(state, 0)) for state in grid.STATES if counts.get(state, 0)]
+    total = sum(n for _, n in shown)
+    if not total:
+        return {"line": f"{name}: no partitions due", "bar": []}
+    line = " · ".join(f"{n:,} {state}" for state, n in shown)
+    return {
+        "line": f"{name}: {line}",
+        "bar": [[state, round(n / total, 4)] for state, n in shown],
+    }
 
 
 def _details(
@@ -223,7 +273,7 @@ def _taints(
                 "partitions": len(marks),
                 "ranges": [spec.span(s, e).label(spec.keys) for s, e in spans],
                 "cells": [[cal.ordinal(s), cal.ordinal(e)] for s, e in spans],
-                "marked_at": min(m.marked_at for m in marks),
+                "marked_at": utc_second(min(m.marked_at for m in marks)),
             }
         )
     return docs
@@ -243,8 +293,8 @@ def _seconds(summary: RunSummary, now: datetime) -> float:
 
 def _run_doc(summary: RunSummary, now: datetime) -> dict[str, Any]:
     run = summary.run
-    published = summary.states.get("published", 0)
     seconds = _seconds(summary, now)
+    per_minute, text = throughput(summary.states.get("published", 0), seconds)
     return {
         "run_id": run.run_id,
         "kind": run.kind,
@@ -252,16 +302,26 @@ def _run_doc(summary: RunSummary, now: datetime) -> dict[str, Any]:
         "models": list(run.models),
         "partitions": run.partitions,
         "requester": run.requester,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
+        "started_at": utc_second(run.started_at),
+        "ended_at": utc_second(run.ended_at),
         "seconds": round(seconds, 3),
         "reason": run.reason,
         "trigger": run.trigger,
-        "stop_requested_at": run.stop_requested_at,
+        "stop_requested_at": utc_second(run.stop_requested_at),
         "attempts": summary.states,
         "rows": summary.rows,
-        "per_minute": round(published * 60 / seconds, 2) if published and seconds else None,
+        "per_minute": per_minute,
+        "throughput": text,
     }
+
+
+def check_docs(
+    checks: list[FailingCheck], keys: dict[str, tuple[str, ...]]
+) -> list[dict[str, Any]]:
+    """Failing checks, the open ones first: a failure a later publish fixed stays listed (it
+    explains a gap in history) but no longer asks for attention."""
+    docs = [_check_doc(c, keys) for c in checks]
+    return sorted(docs, key=lambda doc: doc["resolved_by"] is not None)
 
 
 def _check_doc(check: FailingCheck, keys: dict[str, tuple[str, ...]]) -> dict[str, Any]:
@@ -275,8 +335,42 @@ def _check_doc(check: FailingCheck, keys: dict[str, tuple[str, ...]]) -> dict[st
         "kind": check.kind,
         "severity": check.severity,
         "message": check.message,
-        "at": check.at,
+        "at": utc_second(check.at),
+        "resolved_by": check.resolved_by,
+        "resolved_at": utc_second(check.resolved_at),
     }
+
+
+def utc_second(text: str | None) -> str | None:
+    """A ledger time as people read it: UTC, to the second (cut, not rounded, so a time never
+    moves past a later one), in ISO form so the page still parses it. Left as it is when it
+    does not read as a time."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)  # the ledger writes UTC
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def throughput(published: int, seconds: float) -> tuple[float | None, str | None]:
+    """Partitions published per minute: whole ones once there are ten or more (no one reads
+    the hundredths of 12,643.58), one decimal below that so a slow run does not read as 0."""
+    if not published or seconds <= 0:
+        return None, None
+    rate = published * 60 / seconds
+    shown: float = round(rate) if rate >= 10 else round(rate, 1)
+    return shown, f"{shown:,} partitions/min"
+
+
+NOTICE_TIMES = ("created_at", "delivered_at", "next_attempt_at")
+
+
+def _seconds_only(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {**doc, **{key: utc_second(doc[key]) for key in keys}}
 
 
 def _detail_text(detail: dict[str, Any] | None) -> str:

@@ -28,7 +28,8 @@ class CellRow(NamedTuple):
 
 
 class FailingCheck(NamedTuple):
-    """A check result that did not pass, with the attempt it judged."""
+    """A check result that did not pass, with the attempt it judged; `resolved_*`: the run
+    that later published the same partition with this check passing, and when."""
 
     model: str
     grain: str
@@ -42,6 +43,8 @@ class FailingCheck(NamedTuple):
     severity: str
     message: str
     at: str | None
+    resolved_by: str | None = None
+    resolved_at: str | None = None
 
 
 @dataclass(frozen=True)

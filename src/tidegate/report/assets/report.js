@@ -27,6 +27,13 @@
 
   function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } }
 
+  // Times arrive in UTC to the second (report/data.py); a partition's details from the live
+  // server carry the ledger's microseconds, cut here the same way.
+  function when(t) {
+    if (!t) { return ""; }
+    return String(t).replace(/^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(\.\d+)?(Z|\+00:00)$/, "$1 $2 UTC");
+  }
+
   function pad(n) { return n < 10 ? "0" + n : String(n); }
 
   function swatch(state) { return el("i", "sw s-" + state + (state === "missing" ? " missing" : "")); }
@@ -233,6 +240,21 @@
     return list;
   }
 
+  function healthOf(m) {
+    var box = el("div", "health");
+    box.setAttribute("data-model", m.name);
+    box.appendChild(el("p", "health-line", m.health.line));
+    var bar = el("div", "health-bar");
+    bar.setAttribute("aria-hidden", "true");
+    m.health.bar.forEach(function (part) {
+      var share = el("i", "s-" + part[0]);
+      share.style.width = (part[1] * 100) + "%";
+      bar.appendChild(share);
+    });
+    box.appendChild(bar);
+    return box;
+  }
+
   function renderModels() {
     var total = {};
     view.states.forEach(function (s) { total[s] = 0; });
@@ -256,6 +278,7 @@
       if (m.deploy === "pending") { head.appendChild(el("span", "badge warn", "deploy pending its first run")); }
       if (m.paused) { head.appendChild(el("span", "badge warn", "paused")); }
       card.appendChild(head);
+      card.appendChild(healthOf(m));
       card.appendChild(countList(m.counts, true));
       var canvas = el("canvas");
       canvas.setAttribute("data-model", m.name);
@@ -328,8 +351,9 @@
     addRow(dl, "state", state);
     if (cell.version >= 0) { addRow(dl, "version", versionText(cell.version)); }
     taintsAt(m, i).forEach(function (t) { addRow(dl, "taint", t.reason + " (declared on " + t.origin + ", " + t.taint_id + ")"); });
+    if (cell.state === "queued") { addRow(dl, "note", "a running backfill has yet to write it"); }
     if (cell.state === "missing") {
-      addRow(dl, "note", "no attempt recorded; due by " + view.as_of);
+      addRow(dl, "note", "no attempt recorded; due by " + when(view.as_of));
       return;
     }
     if (m.details) { staticDetail(dl, m, i, cell); } else if (boot.live) { liveDetail(dl, body, m, text); }
@@ -369,7 +393,7 @@
         addRow(dl, "written by", "v" + p.version.seq + " (" + p.version.id + ")" + (p.version.git_commit ? ", commit " + p.version.git_commit.slice(0, 12) + (p.version.git_dirty ? " (dirty)" : "") : ""));
         addRow(dl, "run", p.run_id);
         addRow(dl, "attempt", p.attempt_id);
-        addRow(dl, "published at", p.published_at);
+        addRow(dl, "published at", when(p.published_at));
         addRow(dl, "rows", p.rows === null ? null : p.rows.toLocaleString("en-US"));
         addRow(dl, "checksum", p.checksum).className = "mono";
         addRow(dl, "checks", p.checks.length ? checkList(p.checks) : "none declared");
@@ -399,7 +423,7 @@
     headers.forEach(function (h) { head.appendChild(el("th", null, h)); });
     node.appendChild(head);
     rows.forEach(function (cells) {
-      var tr = el("tr");
+      var tr = el("tr", cells.cls);
       cells.forEach(function (c) {
         var td = el("td");
         if (c !== null && typeof c === "object" && !(c instanceof Node)) { td.className = c.cls; c = c.text; }
@@ -434,9 +458,9 @@
     drawTimeline();
     table($("run-table"), ["run", "kind", "status", "models", "partitions", "started", "took", "attempts", "rows", "throughput", "stop-loss / reason"],
       view.runs.map(function (r) {
-        return [{ text: r.run_id, cls: "mono" }, r.kind, r.status, r.models.join(", "), r.partitions, r.started_at,
+        return [{ text: r.run_id, cls: "mono" }, r.kind, r.status, r.models.join(", "), r.partitions, when(r.started_at),
           duration(r.seconds), runLine(r), { text: r.rows.toLocaleString("en-US"), cls: "num" },
-          r.per_minute === null ? "" : r.per_minute + " partitions/min",
+          r.throughput || "",
           { text: runReason(r), cls: "wrap" }];
       }), "no runs yet");
   }
@@ -483,18 +507,18 @@
       var iso = new Date(t).toISOString();
       var anchor = k === 0 ? "start" : k === 4 ? "end" : "middle";
       root.appendChild(svg("text", { x: x, y: 11, "font-size": 10, fill: "#59636e", "text-anchor": anchor },
-        t1 - t0 > 2 * 86400000 ? iso.slice(0, 10) : iso.slice(0, 10) + " " + iso.slice(11, t1 - t0 < 60000 ? 23 : 19)));
+        t1 - t0 > 2 * 86400000 ? iso.slice(0, 10) : when(iso.slice(0, 19) + "Z")));
     }
     runs.forEach(function (x) {
       var r = x.r, bx = left + (x.start - t0) * scale, bw = Math.max(3, (x.end - x.start) * scale), by = 20 + x.lane * laneH;
       var group = svg("g", { "data-run": r.run_id });
       group.appendChild(svg("title", {}, r.run_id + " (" + r.kind + ") " + r.status + "\n" + r.models.join(", ") + " " + r.partitions +
-        "\n" + runLine(r) + (r.per_minute ? ", " + r.per_minute + " partitions/min" : "") + ", took " + duration(r.seconds) +
+        "\n" + runLine(r) + (r.throughput ? ", " + r.throughput : "") + ", took " + duration(r.seconds) +
         (runReason(r) ? "\n" + runReason(r) : "")));
       group.appendChild(svg("rect", { x: bx, y: by, width: bw, height: laneH - 6, rx: 2, fill: statusColour(r.status) }));
       if (r.kind === "backfill" && bw > 90) {
         group.appendChild(svg("text", { x: bx + 4, y: by + 11, "font-size": 10, fill: "#ffffff" },
-          (r.attempts.published || 0) + " published" + (r.per_minute ? " · " + r.per_minute + "/min" : "")));
+          (r.attempts.published || 0) + " published" + (r.throughput ? " · " + r.throughput.replace(" partitions", "") : "")));
       }
       if (r.trigger) {
         var ex = bx + bw;
@@ -509,22 +533,27 @@
     var versions = view.versions.slice().sort(function (a, b) { return a.model < b.model ? -1 : a.model > b.model ? 1 : b.seq - a.seq; });
     table($("version-table"), ["model", "version", "id", "change", "built", "git commit", "checks", ""],
       versions.map(function (v) {
-        return [v.model, "v" + v.seq, { text: v.id, cls: "mono" }, v.change, v.created_at,
+        return [v.model, "v" + v.seq, { text: v.id, cls: "mono" }, v.change, when(v.created_at),
           { text: (v.git_commit ? v.git_commit.slice(0, 12) : "no commit") + (v.git_dirty ? " (dirty)" : ""), cls: "mono" },
           v.checks.join(", "), v.active ? "active" : ""];
       }), "no versions built");
     table($("event-table"), ["at", "model", "event", "version", "by", "reason", "run", "detail"],
       view.events.map(function (e) {
-        return [e.at, e.model || "", e.kind, e.version >= 0 ? "v" + view.versions[e.version].seq : "", e.actor,
+        return [when(e.at), e.model || "", e.kind, e.version >= 0 ? "v" + view.versions[e.version].seq : "", e.actor,
           { text: e.reason || "", cls: "wrap" }, { text: e.run_id || "", cls: "mono" }, { text: e.detail, cls: "wrap mono" }];
       }), "no history yet");
   }
 
   function renderChecks() {
-    table($("check-table"), ["at", "model", "partition", "check", "severity", "message", "run"],
+    table($("check-table"), ["at", "model", "partition", "check", "severity", "message", "run", "resolved"],
       view.failing_checks.map(function (c) {
-        return [c.at || "", c.model, c.partition, c.name, { text: c.severity, cls: c.severity === "blocking" ? "fail" : "warn" },
-          { text: c.message, cls: "wrap" }, { text: c.run_id, cls: "mono" }];
+        var fixed = c.resolved_by !== null;
+        var row = [when(c.at), c.model, c.partition, c.name,
+          { text: c.severity, cls: fixed ? "" : c.severity === "blocking" ? "fail" : "warn" },
+          { text: c.message, cls: "wrap" }, { text: c.run_id, cls: "mono" },
+          fixed ? "resolved by run " + c.resolved_by + " at " + when(c.resolved_at) : "open"];
+        row.cls = fixed ? "resolved" : null;
+        return row;
       }), "no failing checks");
   }
 
@@ -532,7 +561,7 @@
     table($("taint-table"), ["model", "partitions", "reason", "declared on", "depth", "count", "marked at", "taint"],
       view.taints.map(function (t) {
         return [t.model, { text: t.ranges.join(", "), cls: "wrap" }, { text: t.reason, cls: "wrap" }, t.origin,
-          t.depth, { text: String(t.partitions), cls: "num" }, t.marked_at, { text: t.taint_id, cls: "mono" }];
+          t.depth, { text: String(t.partitions), cls: "num" }, when(t.marked_at), { text: t.taint_id, cls: "mono" }];
       }), "no open taints");
   }
 
@@ -540,9 +569,9 @@
     table($("notice-table"), ["queued", "target", "consumers", "what", "model", "partitions", "run", "delivered"],
       view.notices.map(function (n) {
         var parts = n.partitions.join(", ") + (n.more_partitions ? " … and " + n.more_partitions + " more" : "");
-        var delivered = n.delivered_at ? n.delivered_at :
-          "pending after " + n.attempts + " attempt(s)" + (n.last_error ? ": " + n.last_error : "") + "; next " + n.next_attempt_at;
-        return [n.created_at, n.target, n.consumers.join(", "), n.what + (n.reason ? " (" + n.reason + ")" : ""), n.model || "",
+        var delivered = n.delivered_at ? when(n.delivered_at) :
+          "pending after " + n.attempts + " attempt(s)" + (n.last_error ? ": " + n.last_error : "") + "; next " + when(n.next_attempt_at);
+        return [when(n.created_at), n.target, n.consumers.join(", "), n.what + (n.reason ? " (" + n.reason + ")" : ""), n.model || "",
           { text: parts, cls: "wrap" }, { text: n.run_id || "", cls: "mono" }, { text: delivered, cls: n.delivered_at ? "" : "warn" }];
       }), "nothing sent to consumers or lineage targets");
   }
@@ -551,10 +580,10 @@
     $("title").textContent = "tidegate — " + view.project;
     var meta = $("meta");
     clear(meta);
-    meta.appendChild(document.createTextNode("as of " + view.as_of + " · " + view.models.length + " models · " + view.runs.length + " recent runs "));
+    meta.appendChild(document.createTextNode("as of " + when(view.as_of) + " · " + view.models.length + " models · " + view.runs.length + " recent runs "));
     if (boot.live) {
       meta.appendChild(el("span", "live", offline ? "live: server unreachable" : "live"));
-      meta.appendChild(document.createTextNode(" updated " + updatedAt.toLocaleTimeString()));
+      meta.appendChild(document.createTextNode(" updated " + when(updatedAt.toISOString().slice(0, 19) + "Z")));
     }
   }
 
