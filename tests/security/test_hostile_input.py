@@ -3,11 +3,14 @@
 
 - partitions and `--as-of` at the ends of the calendar (a partition whose end, or whose
   neighbour, would be past year 9999 or before year 1), to every command that takes them;
+- model SQL nested deeply (a plausible depth builds, runs and publishes; an absurd one is
+  refused naming the file and line), in the SELECT and in the other SQL a model declares;
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +183,126 @@ def test_an_as_of_past_the_calendar_is_refused(shared: Path, baseline: Dumps, as
         line = refused(shared, (*args, "--as-of", as_of), baseline)
         assert "--as-of" in line and SPAN in line, line
     assert not (shared / "report.html").exists()
+
+
+# -- model SQL nested deeply -------------------------------------------------------------------
+
+
+# the SELECT's count, not the reconciliation's `count(*)` in the header
+COUNT = "count(*) AS order_count"
+
+
+def nested_parentheses(depth: int) -> Callable[[str], str]:
+    return lambda sql: sql.replace(COUNT, "(" * depth + COUNT.replace(" AS", ")" * depth + " AS"))
+
+
+def nested_cases(depth: int) -> Callable[[str], str]:
+    opened = "".join(f"CASE WHEN status = 'never{i}' THEN -1 ELSE " for i in range(depth))
+    return lambda sql: sql.replace(COUNT, opened + COUNT.replace(" AS", " END" * depth + " AS"))
+
+
+def edit_model(project: Path, file: str, change: Callable[[str], str]) -> None:
+    path = project / file
+    before = path.read_text()
+    after = change(before)
+    assert after != before
+    path.write_text(after)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [nested_parentheses(50), nested_cases(60)],
+    ids=["50 nested parentheses", "60 nested CASEs"],
+)
+def test_a_plausibly_deep_model_builds_runs_and_publishes(fresh: Path, change: Any) -> None:
+    edit_model(fresh, DAILY_FILE, change)
+    for args in (
+        ("build",),
+        ("deploy", MODEL, "--force", "--reason", "the same numbers, nested"),
+        ("backfill", MODEL, "--partitions", "2025-01-03..2025-01-04"),
+        ("status", MODEL),
+        ("verify", MODEL),
+    ):
+        done = tidegate(*args, "--project", fresh)
+        assert done.exit_code == 0, (args, done.stderr)
+
+
+def where(line: str) -> tuple[str, int]:
+    """(path, line number) of an `error: PATH:LINE: …` line."""
+    path, number, _ = line.removeprefix("error: ").split(":", 2)
+    return path, int(number)
+
+
+def sql_line(project: Path, file: str, needle: str) -> int:
+    found = [
+        n for n, text in enumerate((project / file).read_text().splitlines(), 1) if needle in text
+    ]
+    assert found, needle
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [nested_parentheses(10_000), nested_cases(1_000), nested_parentheses(201)],
+    ids=["10 000 parentheses", "1 000 CASEs", "201 parentheses"],
+)
+def test_an_absurdly_deep_model_is_refused_naming_its_file_and_line(
+    fresh: Path, change: Any
+) -> None:
+    edit_model(fresh, DAILY_FILE, change)
+    before = state_dump(fresh), warehouse_dump(fresh)
+    for args in (("build",), ("status",), ("run", MODEL)):
+        line = refused(fresh, args, before)
+        assert where(line) == (DAILY_FILE, sql_line(fresh, DAILY_FILE, " AS order_count")), line
+        assert "nested" in line and "200" in line, line
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "key"),
+    [
+        (
+            DAILY_FILE,
+            'expression = "net_revenue <= gross_revenue"',
+            'expression = "' + "(" * 3000 + "net_revenue <= gross_revenue" + ")" * 3000 + '"',
+            "checks[2]: expression",
+        ),
+        (
+            MONTHLY_FILE,
+            'source_expression = "sum(order_count)"',
+            'source_expression = "' + "abs(" * 300 + "sum(order_count)" + ")" * 300 + '"',
+            "reconciliations[0]: source_expression",
+        ),
+    ],
+    ids=["check expression", "reconciliation expression"],
+)
+def test_deeply_nested_sql_in_a_header_is_refused(
+    fresh: Path, file: str, old: str, new: str, key: str
+) -> None:
+    edit_model(fresh, file, lambda text: text.replace(old, new))
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("build",), before)
+    assert line.startswith(f"error: {file}:") and key in line and "nested" in line, line
+
+
+def test_a_deep_query_check_and_update_set_are_refused(fresh: Path) -> None:
+    deep = "(" * 3000 + "1" + ")" * 3000
+    edit_model(
+        fresh,
+        DAILY_FILE,
+        lambda text: text.replace(
+            "# Reconciled per partition",
+            f'[[checks]]\nname = "deep"\ntype = "query"\nsql = "SELECT {deep} AS order_date"\n\n'
+            "# Reconciled per partition",
+        ),
+    )
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("build",), before)
+    assert line.startswith(f"error: {DAILY_FILE}:") and "checks[3]: sql" in line, line
+    assert "nested" in line, line
+    edit_model(fresh, DAILY_FILE, lambda text: text.replace(deep, "1"))
+    (fresh / "models" / "fill.toml").write_text(
+        'write_mode = "update"\ntable = "orders"\ngrain = "range"\nkey_column = "order_id"\n'
+        f'chunk_size = 100\n\n[set]\ndiscount = "{deep}"\n'
+    )
+    line = refused(fresh, ("build",), before)
+    assert line.startswith("error: models/fill.toml:") and "nested" in line, line

@@ -41,12 +41,12 @@ from tidegate.project.update_model import update_spec
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
-    is_valid_aggregate,
-    is_valid_predicate,
+    aggregate_problem,
     line_of,
     parameters,
     parse_query,
     parse_type,
+    predicate_problem,
     referenced_tables,
     table_line,
 )
@@ -330,12 +330,14 @@ def _checks(
                     f"checks[{index}]: column {col!r} is not in columns",
                     model.check_line(index, key),
                 )
-        if declared.type == "expression" and not is_valid_predicate(params["expression"]):
-            raise ConfigError(
-                model.path,
-                f"checks[{index}]: expression is not a valid SQL predicate",
-                model.check_line(index, "expression"),
-            )
+        if declared.type == "expression":
+            invalid = predicate_problem(params["expression"])
+            if invalid is not None:
+                raise ConfigError(
+                    model.path,
+                    f"checks[{index}]: expression {invalid}",
+                    model.check_line(index, "expression"),
+                )
         problem = _check_problem(
             declared.type,
             params,
@@ -576,7 +578,8 @@ def _reads(
     try:
         query = parse_query(model.sql)
     except SqlProblem as problem:
-        line = None if problem.line is None else model.sql_first_line + problem.line - 1
+        # no line of its own (no statement at all): the SQL's first line
+        line = model.sql_first_line + (problem.line or 1) - 1
         raise ConfigError(model.path, problem.message, line) from None
     allowed = {"key"} if grain is Grain.KEY else {"start", "end"}
     for parameter in sorted(parameters(query)):
@@ -670,12 +673,9 @@ def _reconciliations(
                 line,
             )
         for field in ("source_expression", "target_expression"):
-            if not is_valid_aggregate(getattr(item, field)):
-                raise ConfigError(
-                    model.path,
-                    f"reconciliations[{index}]: {field} is not an aggregate expression",
-                    line,
-                )
+            invalid = aggregate_problem(getattr(item, field))
+            if invalid is not None:
+                raise ConfigError(model.path, f"reconciliations[{index}]: {field} {invalid}", line)
         if not IDENTIFIER.match(item.name) or item.name in {r.name for r in found}:
             raise ConfigError(
                 model.path, f"reconciliations[{index}]: name {item.name!r} is not unique", line
