@@ -5,6 +5,9 @@
   neighbour, would be past year 9999 or before year 1), to every command that takes them;
 - model SQL nested deeply (a plausible depth builds, runs and publishes; an absurd one is
   refused naming the file and line), in the SELECT and in the other SQL a model declares;
+- project files that are not UTF-8 text, TOML nested past what its parser takes, Python
+  models the Python parser gives up on;
+- model files past the size limit (`[limits] model_file_bytes`), refused before parsing.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any
 
 import pytest
 
+import tidegate as tidegate_package
 from tests.kit import example_project, state_dump, tidegate, warehouse_dump, warehouse_execute
 
+PROGRAMS = Path(tidegate_package.__file__).parent / "examples" / "programs"
 MODEL = "daily_revenue"
 MONTHLY = "monthly_revenue"
 PUBLISHED = "2025-01-01..2025-01-02"
@@ -306,3 +311,131 @@ def test_a_deep_query_check_and_update_set_are_refused(fresh: Path) -> None:
     )
     line = refused(fresh, ("build",), before)
     assert line.startswith("error: models/fill.toml:") and "nested" in line, line
+
+
+# -- files that are not text, TOML nested too deeply, Python the parser gives up on ------------
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "expected"),
+    [
+        (DAILY_FILE, b"/* tidegate\ngrain = 'day'\n*/\nSELECT '\xff' AS x\n", "UTF-8"),
+        ("tidegate.toml", b"[project]\nname = '\xff'\n", "UTF-8"),
+        ("models/extra.py", b"x = '\xff'\n", "UTF-8"),
+        ("models/extra.toml", b"kind = 'command'\n# \xfe\n", "UTF-8"),
+        ("tidegate.toml", b"[project]\nname = 'x'\nx = " + b"[" * 5000 + b"]" * 5000, "nested"),
+        (
+            "models/extra.toml",
+            b"kind = 'command'\nx = " + b"{a = " * 5000 + b"1" + b"}" * 5000,
+            "nested",
+        ),
+        (
+            DAILY_FILE,
+            b"/* tidegate\ngrain = 'day'\nx = " + b"[" * 5000 + b"]" * 5000 + b"\n*/\nSELECT 1",
+            "nested",
+        ),
+        ("models/extra.py", b"x = " + b"-" * 200_000 + b"1\n", "Python"),
+        ("models/extra.py", b"x = " + b"(" * 300 + b"1" + b")" * 300 + b"\n", "Python"),
+        ("models/extra.py", b"import os\x00\n", "Python"),
+    ],
+    ids=[
+        "SQL model not UTF-8",
+        "tidegate.toml not UTF-8",
+        "Python model not UTF-8",
+        "TOML model not UTF-8",
+        "tidegate.toml nested",
+        "TOML model nested",
+        "SQL model header nested",
+        "Python unary chain",
+        "Python parentheses",
+        "Python NUL",
+    ],
+)
+def test_a_project_file_its_parser_gives_up_on_is_refused_naming_it(
+    fresh: Path, file: str, content: bytes, expected: str
+) -> None:
+    (fresh / file).write_bytes(content)
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("build",), before)
+    assert file in line and expected in line, line
+    if expected == "UTF-8":
+        bad = next(at for at, byte in enumerate(content) if byte >= 0x80)
+        assert where(line)[1] == content.count(b"\n", 0, bad) + 1, line
+
+
+def test_a_python_model_in_the_encoding_it_declares_builds(fresh: Path) -> None:
+    """Text is UTF-8 unless a Python module says otherwise, as Python reads it."""
+    source = (PROGRAMS / "daily_revenue.py").read_text()
+    (fresh / "models" / "py_revenue.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\n# revenue in \xe9cus\n" + source.encode()
+    )
+    done = tidegate("build", "--project", fresh)
+    assert done.exit_code == 0, done.stderr
+
+
+# -- model files past the size limit -----------------------------------------------------------
+
+LIMIT_HINT = "raise [limits] model_file_bytes in tidegate.toml"
+
+
+def padded(text: str, size: int, comment: str) -> str:
+    """`text` with a trailing comment that makes it `size` bytes long."""
+    opened = f"\n{comment} "
+    return text + opened + "x" * (size - len(text.encode()) - len(opened))
+
+
+@pytest.mark.parametrize(
+    ("file", "comment"),
+    [(DAILY_FILE, "--"), ("models/extra.py", "#"), ("models/extra.toml", "#")],
+    ids=["SQL", "Python", "TOML"],
+)
+def test_a_model_file_past_the_default_limit_is_refused_before_it_is_parsed(
+    fresh: Path, file: str, comment: str
+) -> None:
+    path = fresh / file
+    # not a model at all past its first line: refused for its size, it is never parsed
+    path.write_text(f"{comment} too big\n" + "(" * 1_000_000)
+    size = path.stat().st_size
+    before = state_dump(fresh), warehouse_dump(fresh)
+    for args in (("build",), ("status",)):
+        line = refused(fresh, args, before)
+        assert line == (
+            f"error: {file}: model file is {size:,} bytes, larger than the limit of "
+            f"1,000,000 ({LIMIT_HINT})"
+        ), line
+
+
+def test_the_limit_is_set_in_tidegate_toml(fresh: Path) -> None:
+    config = fresh / "tidegate.toml"
+    original = config.read_text()
+    daily = fresh / DAILY_FILE
+    size = daily.stat().st_size
+    config.write_text(original + f"\n[limits]\nmodel_file_bytes = {size - 1}\n")
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("build",), before)
+    assert f"{DAILY_FILE}: model file is {size:,} bytes" in line and f"{size - 1:,}" in line
+    config.write_text(original + f"\n[limits]\nmodel_file_bytes = {size}\n")
+    done = tidegate("build", "--project", fresh)
+    assert done.exit_code == 0, done.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", '"1MB"', "1.5", "true", "{}"])
+def test_a_bad_limit_is_refused_naming_its_line(fresh: Path, value: str) -> None:
+    config = fresh / "tidegate.toml"
+    text = config.read_text() + f"\n[limits]\nmodel_file_bytes = {value}\n"
+    config.write_text(text)
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("build",), before)
+    assert "limits.model_file_bytes" in line, line
+    assert where(line)[1] == len(text.splitlines()), line
+
+
+def test_a_huge_tidegate_toml_is_refused_before_it_is_parsed(fresh: Path) -> None:
+    config = fresh / "tidegate.toml"
+    config.write_text(padded(config.read_text(), 1_000_001, "#"))
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("status",), before)
+    assert (
+        "tidegate.toml: the project file is 1,000,001 bytes, larger than the limit of 1,000,000"
+        in line
+    ), line

@@ -25,6 +25,7 @@ from tidegate.domain.model import (
 from tidegate.ops.context import Context
 from tidegate.project.config import PROJECT_FILE
 from tidegate.project.loader import MODELS_DIR, Project
+from tidegate.project.text_files import read_python, read_text
 from tidegate.sql.lineage import column_definitions, columns_read
 from tidegate.sql.model_sql import normalized, parse_query, render
 from tidegate.state.base import Event
@@ -95,10 +96,11 @@ def _definition(project: Project, spec: ModelSpec, program: Program) -> str:
     """What a version shows of a program: a Python model's module, a dbt model's SQL, a
     command's line."""
     if program.kind is ModelKind.PYTHON:
-        return (project.root / spec.path).read_text()
+        return read_python(project.root / spec.path, spec.path)
     if program.kind is ModelKind.DBT:
         name = f"{program.entry[1]}.sql"
-        return next((project.root / p).read_text() for p, _ in program.files if p.endswith(name))
+        path = next(p for p, _ in program.files if p.endswith(name))
+        return read_text(project.root / path, path)
     return shlex.join(program.entry)
 
 
