@@ -262,6 +262,16 @@ def test_an_absurdly_deep_model_is_refused_naming_its_file_and_line(
         assert "nested" in line and "200" in line, line
 
 
+def test_sql_that_does_not_parse_once_written_out_is_refused_at_build(fresh: Path) -> None:
+    """sqlglot writes `~ ~ x` as `~~x`, which reads back as a LIKE: the version would be
+    recorded, then every deploy and run would fail parsing it. Refused by build instead, before
+    any version is recorded."""
+    edit_model(fresh, DAILY_FILE, lambda sql: sql.replace(COUNT, "~ ~ " + COUNT))
+    before = state_dump(fresh), warehouse_dump(fresh)
+    line = refused(fresh, ("build",), before)
+    assert line.startswith(f"error: {DAILY_FILE}:") and "written out" in line, line
+
+
 @pytest.mark.parametrize(
     ("file", "old", "new", "key"),
     [
