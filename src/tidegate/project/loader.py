@@ -596,7 +596,8 @@ def _reads(
             raise ConfigError(
                 model.path,
                 f"${parameter} is an {unknown} parameter here (use {hint})",
-                _sql_line(model, f"${parameter}"),
+                # `$ name` is the parameter `$name` too
+                _sql_line(model, f"${parameter}") or _sql_line(model, "$"),
             )
     reads = referenced_tables(query)
     for table in sorted(reads):

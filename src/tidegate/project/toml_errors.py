@@ -25,7 +25,10 @@ def loads(text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise TOMLDecodeError(str(error)) from None
+        # the end of the document is a place too: its last line
+        lines = text.split("\n")
+        at_end = f"(at line {len(lines)}, column {len(lines[-1]) + 1})"
+        raise TOMLDecodeError(str(error).replace("(at end of document)", at_end)) from None
     except RecursionError:  # tomllib recurses once per level of nested arrays and tables
         lines = text.splitlines() or [""]
         deepest = max(range(len(lines)), key=lambda n: lines[n].count("[") + lines[n].count("{"))
