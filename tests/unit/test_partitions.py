@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate.domain import partitions
+from tidegate.domain.clock import parse_as_of
 from tidegate.domain.errors import UsageError
 from tidegate.domain.partitions import (
     DAY_SECONDS,
@@ -382,3 +383,36 @@ def test_the_first_and_last_partitions_handled_are_whole(text: str, grain: Grain
 def test_impossible_dates_are_usage_errors(text: str) -> None:
     with pytest.raises(UsageError):
         parse_range(text, Grain.DAY)
+
+
+@given(
+    text=st.text(max_size=30)
+    | st.from_regex(r"-?\d{1,6}-\d{1,3}(-\d{1,3}(T\d{1,3})?)?", fullmatch=True),
+    grain=time_grains,
+)
+def test_any_text_is_a_range_within_the_span_or_a_usage_error(text: str, grain: Grain) -> None:
+    try:
+        span = parse_range(text, grain)
+    except UsageError:
+        return
+    assert EARLIEST <= span.start < span.end <= partitions.TIME_SPAN[1]
+
+
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
+    ).map(lambda moment: moment.replace(microsecond=0)),
+    offset=st.integers(-23 * 60 - 59, 23 * 60 + 59),
+)
+def test_any_as_of_is_an_instant_within_the_span_or_a_usage_error(
+    moment: datetime, offset: int
+) -> None:
+    sign = "-" if offset < 0 else "+"
+    text = f"{moment.isoformat()}{sign}{abs(offset) // 60:02d}:{abs(offset) % 60:02d}"
+    try:
+        parsed = parse_as_of(text)
+    except UsageError as error:
+        assert "--as-of" in str(error)
+        return
+    assert EARLIEST <= to_epoch(parsed) <= LATEST
+    assert parsed.tzinfo is timezone.utc
