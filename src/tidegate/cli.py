@@ -6,14 +6,13 @@ import functools
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from tidegate.domain.clock import Clock, FixedClock, SystemClock
-from tidegate.domain.errors import TidegateError, UsageError
+from tidegate.domain.clock import Clock, FixedClock, SystemClock, parse_as_of
+from tidegate.domain.errors import TidegateError
 from tidegate.terminal import echo
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,17 +20,7 @@ INTERRUPTED_EXIT = 130
 
 
 def _parse_as_of(value: str | None) -> Clock:
-    if value is None:
-        return SystemClock()
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(
-            f"--as-of {value!r} is not an ISO timestamp (2025-03-04T00:00:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return FixedClock(moment.astimezone(timezone.utc))
+    return SystemClock() if value is None else FixedClock(parse_as_of(value))
 
 
 def common(command: F) -> F:

@@ -21,6 +21,7 @@ import shutil
 import signal
 import sqlite3
 from collections.abc import Iterator
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,11 @@ BAD_RANGES = {
 }
 
 
+# any day of the calendar, its first and last days likely: those past the dates tidegate
+# handles are refused, the others plan (or are before the model's start)
+CALENDAR = st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31))
+
+
 def range_commands(project: Path, partitions: str) -> dict[str, tuple[str, ...]]:
     return {
         "backfill": ("backfill", MODEL, "--partitions", partitions),
@@ -161,8 +167,17 @@ def test_a_bad_range_is_refused_by_every_command(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(text=st.text(max_size=40) | st.from_regex(r"\d{4}-\d\d-\d\d\.\.\d{4}-\d\d-\d\d"))
+@given(
+    text=st.text(max_size=40)
+    | st.from_regex(r"\d{4}-\d\d-\d\d\.\.\d{4}-\d\d-\d\d")
+    | st.tuples(CALENDAR, CALENDAR).map(lambda ends: f"{ends[0]}..{ends[1]}")
+    | CALENDAR.map(str)
+)
 @example(text="2025-01-05..2025-01-04")
+@example(text="9999-12-31")
+@example(text="2025-01-01..9999-12-31")
+@example(text="0001-01-01..2025-01-01")
+@example(text="9998-12-31")
 def test_any_range_text_plans_or_is_refused_and_writes_nothing(
     shared: Path, baseline: Dumps, text: str
 ) -> None:
@@ -217,7 +232,11 @@ def configs(draw: st.DrawFn, original: str) -> str:
 
 @pytest.fixture(scope="module")
 def unbuilt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield example_project(tmp_path_factory.mktemp("toml-fuzz") / "proj", deploy=False)
+    project = example_project(tmp_path_factory.mktemp("toml-fuzz") / "proj", deploy=False)
+    # a value of its own for the fuzz to replace
+    config = project / "tidegate.toml"
+    config.write_text(config.read_text() + "\n[limits]\nmodel_file_bytes = 1000000\n")
+    yield project
 
 
 EXAMPLE_CONFIG = (resources.files("tidegate") / "examples" / "orders" / "tidegate.toml").read_text()

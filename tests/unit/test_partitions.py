@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate.domain import partitions
+from tidegate.domain.clock import parse_as_of
 from tidegate.domain.errors import UsageError
 from tidegate.domain.partitions import (
     DAY_SECONDS,
@@ -284,3 +285,134 @@ def test_ranges_turn_intervals_into_partition_ranges() -> None:
         PartitionRange(Grain.DAY, 2 * DAY_SECONDS, 3 * DAY_SECONDS),
     ]
     assert [r.label() for r in gaps.ranges(Grain.DAY)] == ["1970-01-01", "1970-01-03"]
+
+
+# --- the dates tidegate handles ------------------------------------------------------------------
+
+# Every partition between the first and the last one tidegate handles, labels of years before
+# 1000 included
+EARLIEST = partitions.TIME_SPAN[0]
+LATEST = partitions.TIME_SPAN[1] - 1
+anywhen = st.integers(min_value=EARLIEST, max_value=LATEST)
+
+
+@given(grain=time_grains, ts=anywhen)
+def test_every_partition_in_the_span_round_trips_through_its_label(grain: Grain, ts: int) -> None:
+    start = floor(grain, ts)
+    key = PartitionKey(grain, start, following(grain, start))
+    assert parse_partition(key.label(), grain) == key
+    assert parse_range(PartitionRange(grain, start, key.end).label(), grain).start == start
+
+
+def test_the_labels_of_early_years_have_four_digits() -> None:
+    start = to_epoch(datetime(999, 3, 4, 5, tzinfo=timezone.utc))
+    shown = {
+        g: PartitionKey(g, floor(g, start), following(g, floor(g, start))).label()
+        for g in TIME_GRAINS
+    }
+    assert shown == {Grain.HOUR: "0999-03-04T05", Grain.DAY: "0999-03-04", Grain.MONTH: "0999-03"}
+
+
+@pytest.mark.parametrize(
+    ("text", "grain"),
+    [
+        # the partition after these, or the month holding them, is past year 9999
+        ("9999-12-31", Grain.DAY),
+        ("9999-01-01", Grain.DAY),
+        ("9999-12", Grain.MONTH),
+        ("9999-01", Grain.MONTH),
+        ("9999-12-31T23", Grain.HOUR),
+        ("9999-06-15T11", Grain.HOUR),
+        # the partition before these is before year 1
+        ("0001-01-01", Grain.DAY),
+        ("0001-12-31", Grain.DAY),
+        ("0001-01", Grain.MONTH),
+        ("0001-01-01T00", Grain.HOUR),
+    ],
+)
+def test_partitions_at_the_ends_of_the_calendar_are_refused(text: str, grain: Grain) -> None:
+    for given_text in (text, f"{text}..{text}"):
+        with pytest.raises(UsageError) as raised:
+            parse_range(given_text, grain)
+        assert raised.value.exit_code == 2
+        assert "0002-01-01 to 9998-12-31" in str(raised.value), raised.value
+    with pytest.raises(UsageError, match="0002-01-01 to 9998-12-31"):
+        parse_partition(text, grain)
+
+
+@pytest.mark.parametrize(
+    ("text", "grain"),
+    [
+        ("2025-01-01..9999-12-31", Grain.DAY),
+        ("0001-01-01..2025-01-01", Grain.DAY),
+        ("2025-01..9999-12", Grain.MONTH),
+        ("9998-12-31T23..9999-12-31T23", Grain.HOUR),
+    ],
+)
+def test_a_range_reaching_past_the_calendar_is_refused(text: str, grain: Grain) -> None:
+    with pytest.raises(UsageError, match="0002-01-01 to 9998-12-31"):
+        parse_range(text, grain)
+
+
+@pytest.mark.parametrize(
+    ("text", "grain"),
+    [
+        ("0002-01-01", Grain.DAY),
+        ("9998-12-31", Grain.DAY),
+        ("0002-01", Grain.MONTH),
+        ("9998-12", Grain.MONTH),
+        ("0002-01-01T00", Grain.HOUR),
+        ("9998-12-31T23", Grain.HOUR),
+        ("0002-01-01..9998-12-31", Grain.DAY),
+    ],
+)
+def test_the_first_and_last_partitions_handled_are_whole(text: str, grain: Grain) -> None:
+    span = parse_range(text, grain)
+    assert span.label() == text
+    assert EARLIEST <= span.start < span.end <= partitions.TIME_SPAN[1]
+    last = PartitionKey(grain, floor(grain, span.end - 1), span.end)
+    # the partitions either side, and the month holding them, are dates still
+    assert floor(Grain.MONTH, span.start - 1) < span.start
+    assert following(Grain.MONTH, floor(Grain.MONTH, last.start)) >= last.end
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["99999-01-01", "-001-01-01", "10000-01-01", "9" * 400, "2025-02-29", "0000-01-01", " "],
+)
+def test_impossible_dates_are_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_range(text, Grain.DAY)
+
+
+@given(
+    text=st.text(max_size=30)
+    | st.from_regex(r"-?\d{1,6}-\d{1,3}(-\d{1,3}(T\d{1,3})?)?", fullmatch=True),
+    grain=time_grains,
+)
+def test_any_text_is_a_range_within_the_span_or_a_usage_error(text: str, grain: Grain) -> None:
+    try:
+        span = parse_range(text, grain)
+    except UsageError:
+        return
+    assert EARLIEST <= span.start < span.end <= partitions.TIME_SPAN[1]
+
+
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
+    ).map(lambda moment: moment.replace(microsecond=0)),
+    offset=st.integers(-23 * 60 - 59, 23 * 60 + 59),
+)
+def test_any_as_of_is_an_instant_within_the_span_or_a_usage_error(
+    moment: datetime, offset: int
+) -> None:
+    sign = "-" if offset < 0 else "+"
+    text = f"{moment.isoformat()}{sign}{abs(offset) // 60:02d}:{abs(offset) % 60:02d}"
+    try:
+        parsed = parse_as_of(text)
+    except UsageError as error:
+        assert "--as-of" in str(error)
+        return
+    assert EARLIEST <= to_epoch(parsed) <= LATEST
+    assert parsed.tzinfo is timezone.utc

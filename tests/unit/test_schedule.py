@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from tidegate.domain.partitions import to_epoch
+import pytest
+
+from tidegate.domain.errors import UsageError
+from tidegate.domain.partitions import TIME_SPAN, to_epoch
 from tidegate.domain.schedule import is_valid, last_fire, next_fire
 
 
@@ -27,3 +30,15 @@ def test_without_a_schedule_a_partition_is_due_when_it_ends() -> None:
 def test_cron_expressions_are_validated() -> None:
     assert is_valid("*/15 * * * *") and is_valid("0 2 * * 1-5")
     assert not is_valid("daily at two") and not is_valid("61 * * * *")
+
+
+def test_a_schedule_firing_past_the_calendar_is_a_usage_error() -> None:
+    """At the ends of the dates tidegate handles, a rare schedule's fire can be past year 9999
+    or before year 1: refused, not an overflow."""
+    leap_day = "0 0 29 2 *"
+    with pytest.raises(UsageError, match=r"0 0 29 2 \*.*0002-01-01 to 9998-12-31"):
+        last_fire(leap_day, TIME_SPAN[0])
+    with pytest.raises(UsageError, match=r"0 0 29 2 \*.*0002-01-01 to 9998-12-31"):
+        next_fire(leap_day, TIME_SPAN[1])
+    assert next_fire("0 2 * * *", TIME_SPAN[1]) == TIME_SPAN[1] + 2 * 3600
+    assert last_fire("0 2 * * *", TIME_SPAN[0]) == TIME_SPAN[0] - 22 * 3600

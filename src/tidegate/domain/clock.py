@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
 
+from tidegate.domain.errors import UsageError
+from tidegate.domain.partitions import TIME_SPAN, TIME_SPAN_SHOWN, to_epoch
+
 
 class Clock(Protocol):
     def now(self) -> datetime:
@@ -25,6 +28,29 @@ class FixedClock:
 
     def now(self) -> datetime:
         return self.at
+
+
+def parse_as_of(text: str) -> datetime:
+    """`--as-of`: an ISO timestamp (UTC unless it names an offset) within the dates partitions
+    lie in, since what is due is computed from it; UsageError otherwise."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--as-of {text!r} is not an ISO timestamp (2025-03-04T00:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    utc: datetime | None
+    try:
+        utc = moment.astimezone(timezone.utc)
+    except OverflowError:  # its offset moves it before year 1 or past year 9999
+        utc = None
+    if utc is None or not TIME_SPAN[0] <= to_epoch(utc) < TIME_SPAN[1]:
+        raise UsageError(
+            f"--as-of {text!r} is outside the dates tidegate handles, {TIME_SPAN_SHOWN}"
+        )
+    return utc
 
 
 def stamp(clock: Clock) -> str:

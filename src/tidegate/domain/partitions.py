@@ -49,6 +49,7 @@ _LABEL_FORMATS = {
     Grain.DAY: ("%Y-%m-%d", re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII), "YYYY-MM-DD"),
     Grain.MONTH: ("%Y-%m", re.compile(r"^\d{4}-\d{2}$", re.ASCII), "YYYY-MM"),
 }
+_LABEL_LENGTHS = {Grain.HOUR: 13, Grain.DAY: 10, Grain.MONTH: 7}
 
 
 def to_utc(ts: int) -> datetime:
@@ -59,6 +60,17 @@ def to_epoch(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp())
+
+
+# The instants time partitions lie between: 0002-01-01 up to 9999-01-01 (exclusive). Python's
+# dates (and Spark's) run from year 1 to 9999; a year kept free at either end leaves the
+# partitions next to any partition, and the month holding it, dates too, so that nothing
+# computed from a partition that was accepted can fall off the calendar.
+TIME_SPAN = (
+    to_epoch(datetime(2, 1, 1, tzinfo=timezone.utc)),
+    to_epoch(datetime(9999, 1, 1, tzinfo=timezone.utc)),
+)
+TIME_SPAN_SHOWN = "0002-01-01 to 9998-12-31"
 
 
 def _month_index(ts: int) -> int:
@@ -123,7 +135,8 @@ class PartitionKey:
             return str(self.start)
         if self.grain is Grain.CURSOR:
             return f"({self.start},{self.end}]"
-        return to_utc(self.start).strftime(_LABEL_FORMATS[self.grain][0])
+        # isoformat, not strftime: %Y drops the leading zeros of years before 1000
+        return to_utc(self.start).isoformat()[: _LABEL_LENGTHS[self.grain]]
 
 
 @dataclass(frozen=True)
@@ -205,6 +218,11 @@ def parse_partition(
     except ValueError:
         raise UsageError(f"partition {text!r} is not a valid date ({shown})") from None
     start = to_epoch(moment)
+    # the span's bounds start partitions of every grain: a partition starting inside ends inside
+    if not TIME_SPAN[0] <= start < TIME_SPAN[1]:
+        raise UsageError(
+            f"partition {text!r} is outside the dates tidegate handles, {TIME_SPAN_SHOWN}"
+        )
     return PartitionKey(grain, start, following(grain, start))
 
 

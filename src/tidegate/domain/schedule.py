@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from tidegate.domain.partitions import to_epoch
+from tidegate.domain.errors import UsageError
+from tidegate.domain.partitions import TIME_SPAN_SHOWN, to_epoch
 
 # croniter (and dateutil under it) is imported where a schedule is read: most commands of most
 # projects never read one, and the import costs them 25 ms of start-up
@@ -34,11 +35,20 @@ def next_fire(schedule: str | None, at: int) -> int:
 def _fire(schedule: str | None, at: int, forward: bool) -> int:
     if schedule is None:
         return at
-    from croniter import croniter
+    from croniter import CroniterError, croniter
 
     moment = datetime.fromtimestamp(at, tz=timezone.utc)
-    if moment.second == 0 and croniter.match(schedule, moment):
-        return at
-    walk = croniter(schedule, moment)
-    fired: datetime = walk.get_next(datetime) if forward else walk.get_prev(datetime)
+    try:
+        if moment.second == 0 and croniter.match(schedule, moment):
+            return at
+        walk = croniter(schedule, moment)
+        fired: datetime = walk.get_next(datetime) if forward else walk.get_prev(datetime)
+    except (ValueError, OverflowError, CroniterError):
+        # near the ends of the calendar a rare schedule's next fire (29 February, say) is past
+        # year 9999 or before year 1
+        raise UsageError(
+            f"schedule {schedule!r} does not fire {'after' if forward else 'before'} "
+            f"{moment.isoformat(timespec='minutes')[:16]} within the dates tidegate handles, "
+            f"{TIME_SPAN_SHOWN}"
+        ) from None
     return to_epoch(fired)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tidegate import __version__
 from tidegate.domain.clock import stamp
+from tidegate.domain.errors import ConfigError
 from tidegate.domain.fingerprint import column_fingerprint, fingerprint, read_fingerprint, short
 from tidegate.domain.model import (
     ChangeKind,
@@ -26,8 +27,9 @@ from tidegate.domain.model import (
 from tidegate.ops.context import Context
 from tidegate.project.config import PROJECT_FILE
 from tidegate.project.loader import MODELS_DIR, Project
+from tidegate.project.text_files import read_python, read_text
 from tidegate.sql.lineage import column_definitions, columns_read
-from tidegate.sql.model_sql import normalized, parse_query, render
+from tidegate.sql.model_sql import SqlProblem, normalized, parse_query, render
 from tidegate.state.base import Event
 
 
@@ -93,17 +95,37 @@ def snapshot(project: Project, spec: ModelSpec, upstream: dict[str, str]) -> tup
         return fingerprint("", config, upstream), definition
     query = parse_query(spec.sql)
     physical = {name: project.sources[name].table for name in spec.sources}
-    return fingerprint(normalized(query), config, upstream), render(query, physical)
+    rendered = render(query, physical)
+    _refuse_unreadable(project, spec, rendered)
+    return fingerprint(normalized(query), config, upstream), rendered
+
+
+def _refuse_unreadable(project: Project, spec: ModelSpec, rendered: str) -> None:
+    """The SQL a version runs is the model's SELECT as sqlglot writes it out, which the
+    engines parse again: a few spellings do not survive that (`~ ~ x` is written `~~x`, which
+    reads as a LIKE). Refused here, before any version is recorded, not when deployed."""
+    try:
+        parse_query(rendered)
+    except SqlProblem as problem:
+        text = read_text(project.root / spec.path, spec.path)
+        at = text.find(spec.sql)
+        raise ConfigError(
+            spec.path,
+            f"this SELECT does not parse once written out for the warehouse ({problem.message}); "
+            "write the expression another way",
+            text[: max(at, 0)].count("\n") + 1,
+        ) from None
 
 
 def _definition(project: Project, spec: ModelSpec, program: Program) -> str:
     """What a version shows of a program: a Python model's module, a dbt model's SQL, a
     command's line."""
     if program.kind is ModelKind.PYTHON:
-        return (project.root / spec.path).read_text()
+        return read_python(project.root / spec.path, spec.path)
     if program.kind is ModelKind.DBT:
         name = f"{program.entry[1]}.sql"
-        return next((project.root / p).read_text() for p, _ in program.files if p.endswith(name))
+        path = next(p for p, _ in program.files if p.endswith(name))
+        return read_text(project.root / path, path)
     return shlex.join(program.entry)
 
 
@@ -165,11 +187,14 @@ def snapshots(project: Project) -> Iterator[tuple[ModelSpec, str, str, dict[str,
 
 
 def build(ctx: Context) -> list[Built]:
-    project, state = ctx.project, ctx.state
+    project = ctx.project
+    # every model is snapshot before the ledger is opened: a refusal records nothing
+    snapped = list(snapshots(project))
+    state = ctx.state
     commit, dirty = git_state(project.root)
     versions = tool_versions()
     results: list[Built] = []
-    for spec, full, rendered, upstream in snapshots(project):
+    for spec, full, rendered, upstream in snapped:
         name = spec.name
         active = state.active_version(name)
         existing = state.find_version(name, full)

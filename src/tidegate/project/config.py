@@ -23,6 +23,7 @@ from tidegate.domain.model import Source, SourceFiles
 from tidegate.domain.taint import TaintPolicy
 from tidegate.notify.config import Consumer, NotifyTarget, check_references
 from tidegate.project import toml_errors
+from tidegate.project.text_files import check_project_file_size, read_text
 
 PROJECT_FILE = "tidegate.toml"
 # libpq reads the password from it when no password_env is named: a secret in any project
@@ -231,6 +232,12 @@ class TaintSection(_Strict):
     downstream: TaintPolicy = TaintPolicy.BLOCK
 
 
+class LimitsSection(_Strict):
+    # a model file larger than this is refused before it is parsed: a megabyte of SQL takes
+    # seconds and hundreds of megabytes to parse, on every command
+    model_file_bytes: int = Field(default=1_000_000, ge=1, strict=True)
+
+
 class ProjectFile(_Strict):
     project: ProjectSection
     warehouse: WarehouseSection = WarehouseSection()
@@ -238,6 +245,7 @@ class ProjectFile(_Strict):
     sources: dict[str, SourceSection] = {}
     rerun: RerunSection = RerunSection()
     taint: TaintSection = TaintSection()
+    limits: LimitsSection = LimitsSection()
     notify: tuple[NotifyTarget, ...] = ()
     consumers: tuple[Consumer, ...] = ()
 
@@ -274,7 +282,8 @@ def read_project_file(root: Path) -> ProjectFile:
     path = root / PROJECT_FILE
     if not path.is_file():
         raise ConfigError(str(path), "no tidegate.toml here; run `tidegate init` or pass --project")
-    text = path.read_text()
+    check_project_file_size(path, str(path))
+    text = read_text(path, str(path))
     try:
         data = toml_errors.loads(text)
     except toml_errors.TOMLDecodeError as error:

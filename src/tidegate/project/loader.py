@@ -40,6 +40,7 @@ from tidegate.project.config import (
 from tidegate.project.cursor_decl import cursor_column, cursor_keys_only_for_cursor, cursor_spec
 from tidegate.project.model_file import ModelFile, ProgramHeader, UpdateHeader, read_model_file
 from tidegate.project.python_model import read_python_model
+from tidegate.project.text_files import check_model_size, read_text
 from tidegate.project.toml_model import read_toml_model
 from tidegate.project.update_model import update_spec
 from tidegate.sql.model_sql import (
@@ -104,6 +105,7 @@ def load_project(root: Path) -> Project:
     models: dict[str, ModelSpec] = {}
     model_files: dict[str, ModelFile] = {}
     for file in files:
+        check_model_size(file, _relative(root, file), settings.limits.model_file_bytes)
         model_file, program = _read(root, file)
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
@@ -246,7 +248,12 @@ def _read(root: Path, file: Path) -> tuple[ModelFile, Program | None]:
         return read_python_model(root, file)
     if file.suffix == ".toml":
         return read_toml_model(root, file)
-    return read_model_file(str(file.relative_to(root)), file.read_text()), None
+    path = _relative(root, file)
+    return read_model_file(path, read_text(file, path)), None
+
+
+def _relative(root: Path, file: Path) -> str:
+    return file.relative_to(root).as_posix()
 
 
 def _check_name(name: str, path: str, sources: dict[str, Source]) -> None:
@@ -610,7 +617,8 @@ def _reads(
     try:
         query = parse_query(model.sql)
     except SqlProblem as problem:
-        line = None if problem.line is None else model.sql_first_line + problem.line - 1
+        # no line of its own (no statement at all): the SQL's first line
+        line = model.sql_first_line + (problem.line or 1) - 1
         raise ConfigError(model.path, problem.message, line) from None
     allowed = {"key"} if grain is Grain.KEY else {"start", "end"}
     for parameter in sorted(parameters(query)):
@@ -620,7 +628,8 @@ def _reads(
             raise ConfigError(
                 model.path,
                 f"${parameter} is an {unknown} parameter here (use {hint})",
-                _sql_line(model, f"${parameter}"),
+                # `$ name` is the parameter `$name` too
+                _sql_line(model, f"${parameter}") or _sql_line(model, "$"),
             )
     reads = referenced_tables(query)
     for table in sorted(reads):

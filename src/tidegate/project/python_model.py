@@ -26,6 +26,7 @@ from tidegate.domain.errors import ConfigError, ModelError
 from tidegate.domain.model import ModelKind, Program
 from tidegate.project.code_files import digest, require_unchanged
 from tidegate.project.model_file import ModelFile, PythonHeader, validate_header
+from tidegate.project.text_files import read_python
 
 # What a model module may hold at its top level: importing it must only define things.
 DEFINITIONS = (
@@ -46,7 +47,7 @@ def read_python_model(root: Path, file: Path) -> tuple[ModelFile, Program]:
     """The declaration and program of a Python model file; ConfigError (one line, with the
     file and line) for anything wrong with it."""
     path = _relative(root, file)
-    _check_definitions_only(path, file.read_text())
+    _check_definitions_only(path, read_python(file, path))
     function, line = _import(root, file)
     header = validate_header(PythonHeader, getattr(function, DECLARATION), path, "", line, line)
     program = Program(
@@ -92,7 +93,8 @@ def code_files(root: Path, file: Path) -> tuple[tuple[str, str], ...]:
         if current in found:
             continue
         found[current] = digest(current)
-        pending += [m for m in _imported(root, current, current.read_text()) if m not in found]
+        text = read_python(current, _relative(root, current))
+        pending += [m for m in _imported(root, current, text) if m not in found]
     return tuple(sorted((_relative(root, f), sha) for f, sha in found.items()))
 
 
@@ -100,7 +102,7 @@ def _imported(root: Path, file: Path, text: str) -> Iterator[Path]:
     """The project files a module's imports name (standard and installed modules are not in
     the project folder, so they are not found)."""
     try:
-        tree = ast.parse(text, filename=str(file))
+        tree = _parsed(text, str(file))
     except SyntaxError as error:
         path = _relative(root, file)
         raise ConfigError(path, f"Python does not parse: {error.msg}", error.lineno) from None
@@ -119,7 +121,7 @@ def _imported(root: Path, file: Path, text: str) -> Iterator[Path]:
 
 def _check_definitions_only(path: str, text: str) -> None:
     try:
-        tree = ast.parse(text, filename=path)
+        tree = _parsed(text, path)
     except SyntaxError as error:
         raise ConfigError(path, f"Python does not parse: {error.msg}", error.lineno) from None
     for node in tree.body:
@@ -132,6 +134,17 @@ def _check_definitions_only(path: str, text: str) -> None:
                 "level (loading the project imports it); move other work into the function",
                 node.lineno,
             )
+
+
+def _parsed(text: str, filename: str) -> ast.Module:
+    """ast.parse, its other failures on odd text told as a SyntaxError: a NUL byte (a ValueError
+    before Python 3.12), nesting past its parser's stack (MemoryError, RecursionError)."""
+    try:
+        return ast.parse(text, filename=filename)
+    except (ValueError, MemoryError, RecursionError) as error:
+        problem = SyntaxError(str(error) or "too deeply nested for the Python parser")
+        problem.lineno = 1
+        raise problem from None
 
 
 def _import(root: Path, file: Path) -> tuple[ModelFunction, int]:

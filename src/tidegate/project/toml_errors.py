@@ -16,11 +16,25 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TOMLDecodeError = tomllib.TOMLDecodeError
+
+class TOMLDecodeError(ValueError):
+    """TOML that does not parse; the message ends in "(at line N, column M)" when it can."""
 
 
 def loads(text: str) -> dict[str, Any]:
-    return tomllib.loads(text)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # the end of the document is a place too: its last line
+        lines = text.split("\n")
+        at_end = f"(at line {len(lines)}, column {len(lines[-1]) + 1})"
+        raise TOMLDecodeError(str(error).replace("(at end of document)", at_end)) from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+        lines = text.splitlines() or [""]
+        deepest = max(range(len(lines)), key=lambda n: lines[n].count("[") + lines[n].count("{"))
+        raise TOMLDecodeError(
+            f"arrays or inline tables nested too deeply (at line {deepest + 1}, column 1)"
+        ) from None
 
 
 def decode_line(error: Exception) -> int | None:

@@ -12,12 +12,13 @@ from tidegate.project import toml_errors
 from tidegate.project.command_model import command_model
 from tidegate.project.dbt_model import dbt_model
 from tidegate.project.model_file import ModelFile
+from tidegate.project.text_files import read_text
 from tidegate.project.update_model import update_model
 
 
 def read_toml_model(root: Path, file: Path) -> tuple[ModelFile, Program | None]:
     path = file.relative_to(root).as_posix()
-    text = file.read_text()
+    text = read_text(file, path)
     try:
         data: dict[str, Any] = toml_errors.loads(text)
     except toml_errors.TOMLDecodeError as error:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlglot
-
 from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.model import (
     CheckSpec,
@@ -34,6 +32,7 @@ from tidegate.domain.partitions import Grain
 from tidegate.domain.throttle import parse_seconds
 from tidegate.project.config import IDENTIFIER
 from tidegate.project.model_file import ModelFile, UpdateHeader, validate_header
+from tidegate.sql import nesting
 from tidegate.sql.model_sql import predicate_problem
 from tidegate.sql.statements import DIALECT
 from tidegate.sql.updates import assignment_problem, preview, volatile_function
@@ -147,15 +146,15 @@ def _checks(model: ModelFile, header: UpdateHeader, names: set[str]) -> tuple[Ch
                     f"checks[{index}]: column {col!r} is neither the key nor a set column",
                     model.check_line(index, "columns"),
                 )
-        problem = predicate_problem(params["expression"]) if declared.type == "expression" else None
-        if problem is not None:
+        invalid = predicate_problem(params["expression"]) if declared.type == "expression" else None
+        if invalid is not None:
             raise ConfigError(
                 model.path,
-                f"checks[{index}]: expression {problem}",
+                f"checks[{index}]: expression {invalid}",
                 model.check_line(index, "expression"),
             )
         if declared.type == "expression":
-            volatile = volatile_function(sqlglot.parse_one(params["expression"], dialect=DIALECT))
+            volatile = volatile_function(nesting.parse_one(params["expression"], DIALECT))
             if volatile is not None:
                 raise ConfigError(
                     model.path,

@@ -8,10 +8,12 @@ from collections.abc import Mapping
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
-from sqlglot.tokenizer_core import TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
+from tidegate.sql import nesting
 from tidegate.sql.sandbox import refused_call
 
 DIALECT = "duckdb"
@@ -53,17 +55,7 @@ class SqlProblem(Exception):
 def parse_query(sql: str) -> exp.Query:
     """Parse exactly one SELECT (or set operation); anything that writes, and any call that
     reads or acts outside the tables it names (sql/sandbox.py), is refused."""
-    try:
-        # the whole text before the error as context: sqlglot's token.line drifts after `$name`
-        parsed = sqlglot.parse(sql, dialect=DIALECT, error_message_context=len(sql))
-        statements = [s for s in parsed if s is not None]
-    except ParseError as error:
-        first = error.errors[0] if error.errors else {}
-        before = first.get("start_context")
-        line = before.count("\n") + 1 if isinstance(before, str) else first.get("line")
-        raise SqlProblem(f"SQL does not parse: {parse_problem(error)}", line) from None
-    except SqlglotError as error:
-        raise SqlProblem(f"SQL does not parse: {str(error).splitlines()[0]}") from None
+    statements = _statements(sql)
     if len(statements) != 1:
         raise SqlProblem(
             f"a model holds exactly one SELECT, found {len(statements)} statements",
@@ -84,6 +76,58 @@ def parse_query(sql: str) -> exp.Query:
     if refused is not None:
         raise SqlProblem(refused.message(), refused.line(sql))
     return statement
+
+
+def _statements(sql: str) -> list[exp.Expr]:
+    """The statements of `sql`, or SqlProblem with the line at fault for whatever stops the
+    parser: SQL nested past what it can take included, and any failure of the parser on odd
+    text, which is the text's problem to report, not a crash."""
+    dialect = Dialect.get_or_raise(DIALECT)
+    tokens = _tokens(dialect, sql)
+    # refused before parsing: the parser would recurse through every level first
+    if nesting.bracket_depth(tokens) > nesting.MAX_DEPTH:
+        raise SqlProblem(f"SQL is {nesting.TOO_DEEP}", nesting.deepest_line(sql, tokens))
+    try:
+        # the whole text before the error as context: sqlglot's token.line drifts after `$name`
+        parsed = dialect.parser(error_message_context=len(sql)).parse(tokens, sql)
+    except ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        before = first.get("start_context")
+        line = before.count("\n") + 1 if isinstance(before, str) else first.get("line")
+        raise SqlProblem(f"SQL does not parse: {parse_problem(error)}", line) from None
+    except RecursionError:
+        raise SqlProblem(f"SQL is {nesting.TOO_DEEP}", nesting.deepest_line(sql, tokens)) from None
+    except Exception as error:  # sqlglot's own failures on odd text: the text is refused
+        message = (str(error).splitlines() or [""])[0]
+        if not isinstance(error, SqlglotError):
+            message = f"{type(error).__name__}: {message}"
+        raise SqlProblem(f"SQL does not parse: {message}", _statement_line(sql, 0)) from None
+    statements = [s for s in parsed if s is not None]
+    for statement in statements:
+        deep = nesting.past_depth(statement)
+        if deep is not None:
+            line = nesting.node_line(sql, deep) or nesting.deepest_line(sql, tokens)
+            raise SqlProblem(f"SQL is {nesting.TOO_DEEP}", line)
+    return statements
+
+
+def _tokens(dialect: Dialect, sql: str) -> list[Token]:
+    """The tokens of `sql`; SqlProblem at the line where what cannot be read starts (an
+    unclosed quote or comment: the tokenizer reads to the end of the text looking for its
+    end, so its own error points at the last line)."""
+    tokenizer = dialect.tokenizer()
+    try:
+        return tokenizer.tokenize(sql)
+    except SqlglotError:
+        read = tokenizer.tokens
+        rest = sql[read[-1].end + 1 :] if read else sql
+        stuck = len(sql) - len(rest.lstrip())
+        snippet = sql[stuck:].splitlines()[0][:30] if sql[stuck:] else ""
+        raise SqlProblem(
+            f"SQL does not parse: cannot read what starts with {snippet!r} (an unclosed quote "
+            "or comment?)",
+            sql[:stuck].count("\n") + 1,
+        ) from None
 
 
 def _statement_line(sql: str, index: int) -> int | None:
@@ -170,7 +214,9 @@ def render(query: exp.Query, physical_tables: Mapping[str, str]) -> str:
 def parse_type(text: str) -> str:
     """The canonical spelling of a column type; raises SqlProblem for an unknown type."""
     try:
-        data_type = sqlglot.parse_one(text, into=exp.DataType, dialect=DIALECT)
+        data_type = nesting.parse_one(text, DIALECT, into=exp.DataType)
+    except nesting.TooDeep:
+        raise SqlProblem(f"column type {text[:40]!r}… is {nesting.TOO_DEEP}") from None
     except (SqlglotError, ValueError):
         raise SqlProblem(f"unknown column type {text!r}") from None
     if data_type.this == exp.DataType.Type.USERDEFINED:
@@ -197,10 +243,13 @@ def parse_problem(error: ParseError) -> str:
 def predicate_problem(text: str, what: str = "a check") -> str | None:
     """Why `text` cannot be a row predicate (None when it can)."""
     try:
-        parsed = sqlglot.parse_one(text, dialect=DIALECT, into=exp.Condition)
+        parsed = nesting.parse_one(text, DIALECT, into=exp.Condition)
+    except nesting.TooDeep:
+        return f"is {nesting.TOO_DEEP}"
     except SqlglotError:
         try:
-            # parsed again without `into`: that error says where it stops
+            # parsed again without `into` (not too deep: that was refused): that error says
+            # where it stops
             sqlglot.parse_one(text, dialect=DIALECT)
         except ParseError as error:
             return f"is not a valid SQL predicate: {parse_problem(error)}"
@@ -215,7 +264,9 @@ def predicate_problem(text: str, what: str = "a check") -> str | None:
 def aggregate_problem(text: str, what: str = "a reconciliation") -> str | None:
     """Why `text` cannot be an aggregate over rows (sum, count, …; None when it can)."""
     try:
-        parsed = sqlglot.parse_one(text, dialect=DIALECT)
+        parsed = nesting.parse_one(text, DIALECT)
+    except nesting.TooDeep:
+        return f"is {nesting.TOO_DEEP}"
     except ParseError as error:
         return f"is not an aggregate expression: {parse_problem(error)}"
     except SqlglotError:

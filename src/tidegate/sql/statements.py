@@ -17,6 +17,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from tidegate.domain.model import CheckSpec, Column
+from tidegate.sql import nesting
 from tidegate.sql.model_sql import WRITES
 from tidegate.sql.sandbox import refused_call
 
@@ -447,7 +448,9 @@ def query_check_problem(
     one SELECT that writes nothing, takes no parameters, reads only `this` and the `readable`
     tables, and returns the partition column (to attribute each row to its partition)."""
     try:
-        statements = [s for s in sqlglot.parse(check_sql, dialect=DIALECT) if s is not None]
+        statements = [s for s in nesting.parse(check_sql, DIALECT) if s is not None]
+    except nesting.TooDeep:
+        return f"is {nesting.TOO_DEEP}"
     except ParseError as error:
         first = error.errors[0] if error.errors else {}
         near = f" near {first['highlight']!r}" if first.get("highlight") else ""

@@ -17,6 +17,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from tidegate.domain.model import CheckSpec
+from tidegate.sql import nesting
 from tidegate.sql.sandbox import refused_call
 from tidegate.sql.statements import DIALECT, DUCKDB, Flavor, check_violations, column, ident, table
 
@@ -93,7 +94,9 @@ def assignment_problem(text: str) -> str | None:
     over the row's own columns — no aggregate, window, subquery, parameter, qualified name or
     volatile function (random, now, nextval, …: a rerun must set the values it audits)."""
     try:
-        parsed = sqlglot.parse_one(text, dialect=DIALECT, into=exp.Condition)
+        parsed = nesting.parse_one(text, DIALECT, into=exp.Condition)
+    except nesting.TooDeep:
+        return f"is {nesting.TOO_DEEP}"
     except SqlglotError:
         return "is not an SQL expression"
     for node in parsed.walk():

@@ -10,21 +10,17 @@ from tidegate.state.base import Event
 from tidegate.state.codec import event_from_row, outbox_from_row
 from tidegate.state.ledger_tables import LedgerTables
 
-# The first later attempt that published the same partition with the same check passing:
-# what fixed the failure, if anything did.
-_FIX = (
-    "(SELECT b.{column} FROM attempts b JOIN check_results r ON r.attempt_id = b.attempt_id"
+# `fix`: the first later attempt that published the same partition with the same check
+# passing — what fixed the failure, if anything did.
+FAILING_CHECKS = (
+    "SELECT a.model, a.grain, a.partition_start, a.partition_end, a.run_id, a.attempt_id,"
+    " a.version_id, c.name, c.kind, c.severity, c.message, a.ended_at, fix.run_id, fix.ended_at"
+    " FROM check_results c JOIN attempts a ON a.attempt_id = c.attempt_id"
+    " LEFT JOIN attempts fix ON fix.rowid = ("
+    " SELECT b.rowid FROM attempts b JOIN check_results r ON r.attempt_id = b.attempt_id"
     " WHERE b.model = a.model AND b.partition_start = a.partition_start"
     " AND b.state = 'published' AND b.rowid > a.rowid AND r.name = c.name AND r.passed = 1"
     " ORDER BY b.rowid LIMIT 1)"
-)
-FAILING_CHECKS = (
-    "SELECT a.model, a.grain, a.partition_start, a.partition_end, a.run_id, a.attempt_id,"
-    " a.version_id, c.name, c.kind, c.severity, c.message, a.ended_at, "
-    + _FIX.format(column="run_id")
-    + ", "
-    + _FIX.format(column="ended_at")
-    + " FROM check_results c JOIN attempts a ON a.attempt_id = c.attempt_id"
     " WHERE c.passed = 0 ORDER BY a.rowid DESC, c.name LIMIT ?"
 )
 CURRENT_CHECK_FAILURES = (
