@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kit import tidegate
+from tests.ops.test_lifecycle import MAX_SQL, WITH_MAX, edit
 
 
 def cli(project: Path, *args: str, code: int = 0) -> Any:
@@ -24,3 +25,17 @@ def test_human_history_names_each_version_vn_with_its_id(project: Path) -> None:
     [deploy] = [e for e in events(project, "daily_revenue") if e["kind"] == "deploy"]
     shown = cli(project, "history", "daily_revenue")
     assert f"v1 ({deploy['version_id']})" in shown.stdout
+
+
+def test_a_backdated_event_is_listed_where_it_was_recorded_not_by_its_time(
+    project: Path,
+) -> None:
+    cli(project, "backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-03")
+    edit(project, WITH_MAX, MAX_SQL)
+    cli(project, "build")
+    cli(project, "deploy", "daily_revenue", "--force", "--reason", "new column")
+    # the run is stamped in January 2025, long before the build and deploy it follows
+    cli(project, "run", "daily_revenue", "--as-of", "2025-01-05T03:00:00Z")
+    kinds = [e["kind"] for e in events(project, "daily_revenue")]
+    assert kinds[-3:] == ["build", "deploy", "correctness"], kinds
+    assert events(project, "daily_revenue")[-1]["at"].startswith("2025-01-05")

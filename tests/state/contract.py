@@ -262,6 +262,16 @@ class StateStoreContract:
         assert [e.kind for e in store.events("monthly_revenue")] == ["build"]
         assert store.events("nobody") == []
 
+    def test_events_come_back_in_the_order_recorded_not_by_their_time(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        # `--as-of` stamps an event with any time; the ledger's order is when it was written
+        store.record_event(Event(kind="pause", actor="carol", at=LATER, model="daily_revenue"))
+        store.record_event(Event(kind="unpause", actor="carol", at=AT, model="daily_revenue"))
+        assert [e.kind for e in store.events("daily_revenue")] == ["pause", "unpause"]
+        assert [e.kind for e in store.recent_events()] == ["unpause", "pause"]
+
     def test_pausing_keeps_the_active_version_and_records_who_and_why(
         self, with_versions: StateStore
     ) -> None:

@@ -102,7 +102,9 @@ class StateStore(Protocol):
     def gates(self, model: str) -> list[Gate]:
         """Every gate of `model` in the order recorded (the newest last)."""
 
-    def events(self, model: str) -> list[Event]: ...
+    def events(self, model: str) -> list[Event]:
+        """History events of `model` in the order they were recorded (the ledger's event
+        sequence), not by `at`: `--as-of` can stamp an event with any time."""
 
     # runs and attempts
     def create_run(self, run: Run) -> None: ...
