@@ -3,11 +3,13 @@ the recoveries and taint reach that changed a model."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from tests.kit import tidegate
 from tests.ops.test_lifecycle import MAX_SQL, WITH_MAX, edit
+from tests.ops.test_taint import WEEK, published
 
 
 def cli(project: Path, *args: str, code: int = 0) -> Any:
@@ -39,3 +41,23 @@ def test_a_backdated_event_is_listed_where_it_was_recorded_not_by_its_time(
     kinds = [e["kind"] for e in events(project, "daily_revenue")]
     assert kinds[-3:] == ["build", "deploy", "correctness"], kinds
     assert events(project, "daily_revenue")[-1]["at"].startswith("2025-01-05")
+
+
+def test_a_recovery_is_recorded_on_each_model_it_recomputed(project: Path) -> None:
+    published(project)
+    cli(project, "taint", "daily_revenue", "--partitions", WEEK, "--reason", "dup load")
+    ended = cli(project, "recover", "daily_revenue", "--json").stdout.splitlines()[-1]
+    run_id = json.loads(ended)["run_id"]
+    reached = {
+        "daily_revenue": [WEEK],
+        "monthly_revenue": ["2025-06..2025-07"],
+        "revenue_report": ["2025-06..2025-07"],
+    }
+    for model, partitions in reached.items():
+        [recovered] = [e for e in events(project, model) if e["kind"] == "recover"]
+        assert recovered["run_id"] == run_id
+        assert recovered["detail"] == {
+            "origin": "daily_revenue",
+            "partitions": partitions,
+            "status": "succeeded",
+        }

@@ -75,6 +75,7 @@ PRODUCED = {
     "recover dry run": "recover-plan",
     "recover": "backfill-event",
     "show run recover": "run",
+    "history recovered": "history",
     "ack": "ack",
     "verify": "verify",
     "validate passed": "gate",
@@ -295,6 +296,7 @@ def taints(out: Outputs, project: Path) -> None:
     out.cli("recover dry run", "recover", "daily_revenue", "--dry-run", *p)
     recovered = out.cli("recover", "recover", "daily_revenue", *p)
     out.cli("show run recover", "show", "run", recovered[-1]["run_id"], *p)
+    out.cli("history recovered", "history", "monthly_revenue", *p)
     out.cli("ack", "ack", "finance", "daily_revenue", *week, *p)
     out.cli("verify", "verify", "--checksums", *p)
 

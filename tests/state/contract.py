@@ -375,6 +375,21 @@ class StateStoreContract:
         assert store.live_runs() == []
         assert store.get_run("run-missing") is None
 
+    def test_a_run_ends_with_the_history_events_it_records(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        ended = Event(
+            kind="recover",
+            actor="bob",
+            at=LATER,
+            model="monthly_revenue",
+            run_id=RUN_A,
+            detail={"partitions": ["2025-01"]},
+        )
+        store.finish_run(RUN_A, RunStatus.SUCCEEDED, None, LATER, events=[ended])
+        assert store.events("monthly_revenue") == [ended]
+        assert store.live_runs() == []
+
     def test_last_run_is_the_newest_that_made_an_attempt(self, with_versions: StateStore) -> None:
         store = with_versions
         assert store.last_run("daily_revenue") is None

@@ -116,7 +116,10 @@ class StateStore(Protocol):
         reason: str | None,
         at: str,
         trigger: str | None = None,
-    ) -> None: ...
+        events: Sequence[Event] = (),
+    ) -> None:
+        """End the run; `events` (history of what it changed) are written in that
+        transaction, so a run is never ended unrecorded."""
 
     def reopen_run(self, run_id: str, pid: int) -> None:
         """Mark a stopped or failed run running again, for `resume`."""
