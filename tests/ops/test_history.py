@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kit import tidegate
+from tests.ops.test_json_schemas import validator
 from tests.ops.test_lifecycle import MAX_SQL, WITH_MAX, edit
 from tests.ops.test_taint import WEEK, published
 
@@ -19,7 +20,9 @@ def cli(project: Path, *args: str, code: int = 0) -> Any:
 
 
 def events(project: Path, model: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = cli(project, "history", model, "--json").json()["events"]
+    document = cli(project, "history", model, "--json").json()
+    validator("history").validate(document)
+    found: list[dict[str, Any]] = document["events"]
     return found
 
 
@@ -61,3 +64,22 @@ def test_a_recovery_is_recorded_on_each_model_it_recomputed(project: Path) -> No
             "partitions": partitions,
             "status": "succeeded",
         }
+
+
+def test_a_taint_is_recorded_on_each_downstream_model_it_reached(project: Path) -> None:
+    published(project)
+    marked = cli(
+        project, "taint", "daily_revenue", "--partitions", WEEK, "--reason", "dup load", "--json"
+    ).json()
+    for model in ("monthly_revenue", "revenue_report"):
+        [reached] = [e for e in events(project, model) if e["kind"] == "tainted_downstream"]
+        assert reached["reason"] == "dup load"
+        assert reached["detail"] == {
+            "taint_id": marked["taint_id"],
+            "origin": "daily_revenue",
+            "origin_partitions": [WEEK],
+            "partitions": ["2025-06..2025-07"],
+        }
+    # the model it was declared on has its own `taint` event, once
+    kinds = [e["kind"] for e in events(project, "daily_revenue")]
+    assert kinds.count("taint") == 1 and "tainted_downstream" not in kinds

@@ -49,10 +49,12 @@ class Event:
 @dataclass(frozen=True)
 class Told:
     """What a taint records besides its marks, in the same transaction: its history event and
-    the notices (target, payload JSON) queued for the consumers of what it reached."""
+    the notices (target, payload JSON) queued for the consumers of what it reached, and the
+    history events of the downstream models it reached."""
 
     event: Event
     notices: Sequence[tuple[str, str]]
+    reached: Sequence[Event] = ()
 
 
 class StateStore(Protocol):
