@@ -226,7 +226,8 @@ def history(ctx: Any, as_json: bool, model: str) -> None:
     from tidegate.ops.status import history as history_op
 
     document = history_op(ctx, model)
-    emit(as_json, document, lambda: render.history(document))
+    seqs = {v.version_id: v.seq for v in ctx.state.versions(model)}
+    emit(as_json, document, lambda: render.history(document, seqs))
 
 
 def fail(message: str, code: int, as_json: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
@@ -389,11 +390,21 @@ def _command_lines(attempts: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def history(document: dict[str, Any]) -> None:
+def history(document: dict[str, Any], seqs: Mapping[str, int]) -> None:
+    """`seqs`: each version id's vN, which people name versions by; the id stays beside it
+    because `deploy --version` and the JSON use it too."""
     table = Table("at", "event", "version", "by", "reason")
     for e in document["events"]:
-        table.add_row(e["at"], e["kind"], e["version_id"] or "", e["actor"], e["reason"] or "")
+        version = _version_ref(e["version_id"], seqs)
+        table.add_row(e["at"], e["kind"], version, e["actor"], e["reason"] or "")
     console.print(table)
+
+
+def _version_ref(version_id: str | None, seqs: Mapping[str, int]) -> str:
+    if version_id is None:
+        return ""
+    seq = seqs.get(version_id)
+    return f"v{seq} ({version_id})" if seq is not None else version_id
 
 
 def gate_doc(gate: Gate) -> dict[str, Any]:

@@ -75,6 +75,7 @@ PRODUCED = {
     "recover dry run": "recover-plan",
     "recover": "backfill-event",
     "show run recover": "run",
+    "history recovered": "history",
     "ack": "ack",
     "verify": "verify",
     "validate passed": "gate",
@@ -295,6 +296,7 @@ def taints(out: Outputs, project: Path) -> None:
     out.cli("recover dry run", "recover", "daily_revenue", "--dry-run", *p)
     recovered = out.cli("recover", "recover", "daily_revenue", *p)
     out.cli("show run recover", "show", "run", recovered[-1]["run_id"], *p)
+    out.cli("history recovered", "history", "daily_revenue", *p)
     out.cli("ack", "ack", "finance", "daily_revenue", *week, *p)
     out.cli("verify", "verify", "--checksums", *p)
 
@@ -429,6 +431,9 @@ def test_the_outputs_cover_the_states_the_schemas_enumerate(outputs: Outputs) ->
     published_reconciliations = published["published"]["reconciliations"]
     assert [r["name"] for r in published_reconciliations] == ["orders", "net_revenue"]
     assert all(r["passed"] for r in published_reconciliations)
+    # (tests/ops/test_history.py validates the `tainted_downstream` events: nothing here
+    # read the tainted days downstream)
+    assert {"taint", "recover"} <= {e["kind"] for e in doc("history recovered")["events"]}
 
 
 def test_the_backfill_outputs_cover_what_their_schemas_enumerate(outputs: Outputs) -> None:

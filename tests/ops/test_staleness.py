@@ -167,6 +167,11 @@ def test_cascade_recomputes_what_went_stale_in_the_same_operation(
     assert status["monthly_revenue"]["upstream_changed"] == 0
     assert status["revenue_report"]["upstream_changed"] == 0
     assert [c["model"] for c in done["cascade"]["steps"]] == ["monthly_revenue", "revenue_report"]
+    # the recoveries the cascade ran are in each model's history, as a `recover` is
+    for model in ("monthly_revenue", "revenue_report"):
+        history = doc(project, "history", model)["events"]
+        recovered = [e["detail"] for e in history if e["kind"] == "recover"]
+        assert [(r["partitions"], r["status"]) for r in recovered] == [(["2025-06"], "succeeded")]
 
 
 def test_a_cascade_over_partitions_a_consumer_read_needs_an_approval(

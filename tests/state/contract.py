@@ -262,6 +262,16 @@ class StateStoreContract:
         assert [e.kind for e in store.events("monthly_revenue")] == ["build"]
         assert store.events("nobody") == []
 
+    def test_events_come_back_in_the_order_recorded_not_by_their_time(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        # `--as-of` stamps an event with any time; the ledger's order is when it was written
+        store.record_event(Event(kind="pause", actor="carol", at=LATER, model="daily_revenue"))
+        store.record_event(Event(kind="unpause", actor="carol", at=AT, model="daily_revenue"))
+        assert [e.kind for e in store.events("daily_revenue")] == ["pause", "unpause"]
+        assert [e.kind for e in store.recent_events()] == ["unpause", "pause"]
+
     def test_pausing_keeps_the_active_version_and_records_who_and_why(
         self, with_versions: StateStore
     ) -> None:
@@ -364,6 +374,21 @@ class StateStoreContract:
         store.finish_run(RUN_B, RunStatus.SUCCEEDED, None, LATER)
         assert store.live_runs() == []
         assert store.get_run("run-missing") is None
+
+    def test_a_run_ends_with_the_history_events_it_records(self, with_versions: StateStore) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        ended = Event(
+            kind="recover",
+            actor="bob",
+            at=LATER,
+            model="monthly_revenue",
+            run_id=RUN_A,
+            detail={"partitions": ["2025-01"]},
+        )
+        store.finish_run(RUN_A, RunStatus.SUCCEEDED, None, LATER, events=[ended])
+        assert store.events("monthly_revenue") == [ended]
+        assert store.live_runs() == []
 
     def test_last_run_is_the_newest_that_made_an_attempt(self, with_versions: StateStore) -> None:
         store = with_versions

@@ -124,11 +124,15 @@ class TaintStoreContract:
 
         def tell(marks: Sequence[Mark]) -> Told:
             event = Event(kind="taint", actor="alice", at=AT, model="daily_revenue")
-            return Told(event, [("hook", f'{{"marks": {len(marks)}}}')])
+            reached = Event(
+                kind="tainted_downstream", actor="alice", at=AT, model="monthly_revenue"
+            )
+            return Told(event, [("hook", f'{{"marks": {len(marks)}}}')], [reached])
 
         store.taint(taint("taint-1", T0 + DAY, T0 + 2 * DAY), ORDER, PARENTS, tell)
         assert [(r.target, r.payload) for r in store.outbox()] == [("hook", '{"marks": 2}')]
         assert [e.kind for e in store.events("daily_revenue")] == ["taint"]
+        assert [e.kind for e in store.events("monthly_revenue")] == ["tainted_downstream"]
 
         def killed(marks: Sequence[Mark]) -> Told:
             raise RuntimeError("killed before the notices were queued")

@@ -40,6 +40,7 @@ from tidegate.ops.backfill import (
     verdict,
 )
 from tidegate.ops.context import Context
+from tidegate.state.base import Event
 
 KIND = "recover"
 DEFAULT_BATCH_SIZE = 7
@@ -247,7 +248,10 @@ def _execute(
                 break
     status, reason = verdict(total, "recover", run_id)
     trigger = None if total.trigger is None else trigger_text(total.trigger)
-    ctx.state.finish_run(run_id, status, reason, stamp(ctx.clock), trigger)
+    ended = stamp(ctx.clock)
+    ctx.state.finish_run(
+        run_id, status, reason, ended, trigger, _recovered(ctx, run_id, plan, status, ended)
+    )
     notes = announce(
         ctx,
         run_id,
@@ -262,6 +266,35 @@ def _execute(
         ],
     )
     return Result(run_id, plan, status, total, reason, tuple(notes))
+
+
+def _recovered(
+    ctx: Context, run_id: str, plan: RecoverPlan, status: RunStatus, at: str
+) -> list[Event]:
+    """A `recover` history event for each model the run recomputed partitions of (a resume's
+    checkpoints include what the run published before it stopped), so a model's history says
+    its partitions were replaced and by which run."""
+    recovered = []
+    for step in plan.steps:
+        windows = ctx.state.run_checkpoints(run_id, step.model)
+        if not windows:
+            continue
+        recovered.append(
+            Event(
+                kind=KIND,
+                actor=ctx.actor,
+                at=at,
+                model=step.model,
+                version_id=step.version_id,
+                run_id=run_id,
+                detail={
+                    "origin": plan.model,
+                    "partitions": list(labels(ctx, step.model, windows)),
+                    "status": status.value,
+                },
+            )
+        )
+    return recovered
 
 
 def refuse_unready_now(ctx: Context, plan: RecoverPlan) -> None:

@@ -61,6 +61,7 @@ def taint(ctx: Context, model: str, partitions: str, reason: str) -> Tainted:
 
     def tell(marks: Sequence[Mark]) -> Told:
         affected = ranges_by_model(marks)
+        reached = {m: list(labels(ctx, m, w)) for m, w in affected.items()}
         event = Event(
             kind="taint",
             actor=ctx.actor,
@@ -70,10 +71,29 @@ def taint(ctx: Context, model: str, partitions: str, reason: str) -> Tainted:
             detail={
                 "taint_id": declared.taint_id,
                 "partitions": partitions,
-                "reached": {m: list(labels(ctx, m, w)) for m, w in affected.items()},
+                "reached": reached,
             },
         )
-        return Told(event, notices(ctx, "taint", affected, reason, None))
+        # a downstream model's own history shows why its partitions are tainted, without
+        # knowing which upstream model to look at
+        downstream = [
+            Event(
+                kind="tainted_downstream",
+                actor=ctx.actor,
+                at=declared.at,
+                model=name,
+                reason=reason,
+                detail={
+                    "taint_id": declared.taint_id,
+                    "origin": model,
+                    "origin_partitions": reached.get(model, []),
+                    "partitions": ranges,
+                },
+            )
+            for name, ranges in reached.items()
+            if name != model
+        ]
+        return Told(event, notices(ctx, "taint", affected, reason, None), downstream)
 
     marks = ctx.state.taint(declared, order, {m: upstream[m] for m in order}, tell)
     if not marks:

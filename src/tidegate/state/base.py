@@ -49,10 +49,12 @@ class Event:
 @dataclass(frozen=True)
 class Told:
     """What a taint records besides its marks, in the same transaction: its history event and
-    the notices (target, payload JSON) queued for the consumers of what it reached."""
+    the notices (target, payload JSON) queued for the consumers of what it reached, and the
+    history events of the downstream models it reached."""
 
     event: Event
     notices: Sequence[tuple[str, str]]
+    reached: Sequence[Event] = ()
 
 
 class StateStore(Protocol):
@@ -102,7 +104,9 @@ class StateStore(Protocol):
     def gates(self, model: str) -> list[Gate]:
         """Every gate of `model` in the order recorded (the newest last)."""
 
-    def events(self, model: str) -> list[Event]: ...
+    def events(self, model: str) -> list[Event]:
+        """History events of `model` in the order they were recorded (the ledger's event
+        sequence), not by `at`: `--as-of` can stamp an event with any time."""
 
     # runs and attempts
     def create_run(self, run: Run) -> None: ...
@@ -114,7 +118,10 @@ class StateStore(Protocol):
         reason: str | None,
         at: str,
         trigger: str | None = None,
-    ) -> None: ...
+        events: Sequence[Event] = (),
+    ) -> None:
+        """End the run; `events` (history of what it changed) are written in that
+        transaction, so a run is never ended unrecorded."""
 
     def reopen_run(self, run_id: str, pid: int) -> None:
         """Mark a stopped or failed run running again, for `resume`."""

@@ -3,10 +3,14 @@ outcomes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.run import Run
+from tidegate.state.base import Event
 from tidegate.state.codec import run_from_row, run_params
 from tidegate.state.ledger_tables import LedgerTables
+from tidegate.state.ledger_versions import insert_event
 
 
 class RunTables(LedgerTables):
@@ -26,6 +30,7 @@ class RunTables(LedgerTables):
         reason: str | None,
         at: str,
         trigger: str | None = None,
+        events: Sequence[Event] = (),
     ) -> None:
         with self._tx() as con:
             con.execute(
@@ -33,6 +38,8 @@ class RunTables(LedgerTables):
                 "WHERE run_id = ?",
                 (status.value, reason, at, trigger, run_id),
             )
+            for event in events:
+                insert_event(con, event)
 
     def reopen_run(self, run_id: str, pid: int) -> None:
         with self._tx() as con:

@@ -158,6 +158,8 @@ class TaintTables(LedgerTables):
         if tell is not None:
             told = tell(marks)
             insert_event(con, told.event)
+            for event in told.reached:
+                insert_event(con, event)
             for target, payload in told.notices:
                 self._insert_outbox(con, (target, payload, taint.at, taint.at))
 
