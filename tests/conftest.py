@@ -8,6 +8,9 @@ import pytest
 from tests.chaos import summary as chaos
 from tests.kit import Hook, example_project, remove_templates
 
+# the hostile-input tests' projects (tests/ops and tests/security share them)
+pytest_plugins = ["tests.hostile_kit"]
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:

@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from datetime import date
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.hostile_kit import MODEL, PUBLISHED, Dumps
 from tests.kit import (
     Result,
     example_project,
@@ -43,48 +43,6 @@ from tests.kit import (
 )
 from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 from tidegate.state.sqlite import SCHEMA_VERSION
-
-MODEL = "daily_revenue"
-PUBLISHED = "2025-01-01..2025-01-03"
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The orders example with a few days of daily_revenue published, and a consumer."""
-    project = example_project(tmp_path_factory.mktemp("hostile-input") / "proj")
-    config = project / "tidegate.toml"
-    config.write_text(
-        config.read_text()
-        + '\n[[notify]]\nname = "hook"\nkind = "http"\nurl = "http://127.0.0.1:9/never"\n'
-        + '\n[[consumers]]\nname = "finance"\nmodel = "daily_revenue"\nnotify = "hook"\n'
-    )
-    done = tidegate("backfill", MODEL, "--partitions", PUBLISHED, "--project", project)
-    assert done.exit_code == 0, done.stderr
-    return project
-
-
-@pytest.fixture(scope="module")
-def shared(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One copy for the many refusals that must write nothing (so none may change it)."""
-    project = tmp_path_factory.mktemp("shared") / "proj"
-    shutil.copytree(template, project)
-    return project
-
-
-Dumps = tuple[dict[str, list[tuple[Any, ...]]], dict[str, list[tuple[Any, ...]]]]
-
-
-@pytest.fixture(scope="module")
-def baseline(shared: Path) -> Dumps:
-    """Both stores of `shared` as they are: every refusal on it must leave them so."""
-    return state_dump(shared), warehouse_dump(shared)
-
-
-@pytest.fixture
-def fresh(template: Path, tmp_path: Path) -> Path:
-    project = tmp_path / "proj"
-    shutil.copytree(template, project)
-    return project
 
 
 def run_id(project: Path) -> str:

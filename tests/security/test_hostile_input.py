@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,51 +19,13 @@ from typing import Any
 import pytest
 
 import tidegate as tidegate_package
-from tests.kit import example_project, state_dump, tidegate, warehouse_dump, warehouse_execute
+from tests.hostile_kit import MODEL, Dumps
+from tests.kit import state_dump, tidegate, warehouse_dump, warehouse_execute
 
 PROGRAMS = Path(tidegate_package.__file__).parent / "examples" / "programs"
-MODEL = "daily_revenue"
 MONTHLY = "monthly_revenue"
-PUBLISHED = "2025-01-01..2025-01-02"
 DAILY_FILE = "models/daily_revenue.sql"
 MONTHLY_FILE = "models/monthly_revenue.sql"
-
-Dumps = tuple[dict[str, list[tuple[Any, ...]]], dict[str, list[tuple[Any, ...]]]]
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The orders example with two days of daily_revenue published, and a consumer."""
-    project = example_project(tmp_path_factory.mktemp("hostile") / "proj")
-    config = project / "tidegate.toml"
-    config.write_text(
-        config.read_text()
-        + '\n[[notify]]\nname = "hook"\nkind = "http"\nurl = "http://127.0.0.1:9/never"\n'
-        + '\n[[consumers]]\nname = "finance"\nmodel = "daily_revenue"\nnotify = "hook"\n'
-    )
-    done = tidegate("backfill", MODEL, "--partitions", PUBLISHED, "--project", project)
-    assert done.exit_code == 0, done.stderr
-    return project
-
-
-@pytest.fixture(scope="module")
-def shared(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One copy for the refusals, which must leave it as it is."""
-    project = tmp_path_factory.mktemp("shared") / "proj"
-    shutil.copytree(template, project)
-    return project
-
-
-@pytest.fixture(scope="module")
-def baseline(shared: Path) -> Dumps:
-    return state_dump(shared), warehouse_dump(shared)
-
-
-@pytest.fixture
-def fresh(template: Path, tmp_path: Path) -> Path:
-    project = tmp_path / "proj"
-    shutil.copytree(template, project)
-    return project
 
 
 def refused(project: Path, args: tuple[str, ...], before: Dumps) -> str:
@@ -176,7 +137,7 @@ AS_OF_COMMANDS: list[tuple[str, ...]] = [
     ("status",),
     ("status", MODEL),
     ("run", MODEL),
-    ("backfill", MODEL, "--partitions", "2025-01-03"),
+    ("backfill", MODEL, "--partitions", "2025-01-04"),
     ("report", "--out", "report.html"),
     ("history", MODEL),
 ]
@@ -224,7 +185,7 @@ def test_a_plausibly_deep_model_builds_runs_and_publishes(fresh: Path, change: A
     for args in (
         ("build",),
         ("deploy", MODEL, "--force", "--reason", "the same numbers, nested"),
-        ("backfill", MODEL, "--partitions", "2025-01-03..2025-01-04"),
+        ("backfill", MODEL, "--partitions", "2025-01-04..2025-01-05"),
         ("status", MODEL),
         ("verify", MODEL),
     ):
