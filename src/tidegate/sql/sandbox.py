@@ -49,7 +49,9 @@ _REFUSED: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(
-            r"pg_(?!typeof$)\w+|nextval|setval|currval|lastval|txid_\w+|reflect|try_reflect|"
+            # pg_typeof reads a value's type and pg_sleep only costs time, as a slow query does
+            r"pg_(?!typeof$|sleep$|sleep_for$|sleep_until$)\w+|"
+            r"nextval|setval|currval|lastval|txid_\w+|reflect|try_reflect|"
             r"java_method"
         ),
         "it acts on the server or the session, outside the query's rows",
