@@ -11,12 +11,15 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tidegate.cli import INTERRUPTED_EXIT, common, emit, fail
 from tidegate.terminal import echo
+
+if TYPE_CHECKING:
+    from tidegate.progress import BackfillProgress
 
 STOPPED_EXIT = 5
 
@@ -73,15 +76,16 @@ def backfill() -> None:
 
 
 @contextmanager
-def ctrl_c_stops(stop_flag: threading.Event, quiet: bool) -> Iterator[None]:
-    """The first Ctrl-C stops after in-flight batches; the second aborts them."""
+def ctrl_c_stops(stop_flag: threading.Event, progress: BackfillProgress | None) -> Iterator[None]:
+    """The first Ctrl-C stops after in-flight batches (shown by the progress, if any); the
+    second aborts them."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if stop_flag.is_set():
             raise KeyboardInterrupt
         stop_flag.set()
-        if not quiet:
-            echo("stopping after in-flight batches (Ctrl-C again aborts them)", err=True)
+        if progress is not None:
+            progress.stopping()
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
@@ -317,7 +321,7 @@ def run_batches(
     stop_flag = threading.Event()
     progress = BackfillProgress(as_json, "recomputing" if command == "recover" else "backfilling")
     cascade = None
-    with ctrl_c_stops(stop_flag, as_json):
+    with ctrl_c_stops(stop_flag, progress):
         result = go(stop_flag, progress)
         if after is not None and result.status is RunStatus.SUCCEEDED:
             cascade = after(stop_flag, progress, result)

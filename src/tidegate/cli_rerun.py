@@ -104,7 +104,7 @@ def rerun(
         stop_flag = threading.Event()
         # a rerun's --json is one document: the cascade's progress is shown to people only
         progress = None if as_json else BackfillProgress(False, "recomputing")
-        with ctrl_c_stops(stop_flag, as_json):
+        with ctrl_c_stops(stop_flag, progress):
             done = cascading.run(
                 ctx,
                 result.run_id,

@@ -22,6 +22,7 @@ from tidegate.terminal import echo
 PLAIN_EVERY_SECONDS = 2.0
 # batch times the ETA averages: recent ones, as a database's load changes over a long run
 BATCH_TIMES_KEPT = 20
+STOPPING = "stopping after in-flight batches (Ctrl-C again aborts them)"
 
 
 @dataclass
@@ -60,6 +61,7 @@ class BackfillProgress:
         self.batch_times: list[float] = []
         self._in_flight: list[_Started] = []
         self._waiting: float | None = None
+        self._stopping = False
         self._told_unclaimed = False
         self._last_line = 0.0
         self._bar: Any = None
@@ -145,6 +147,19 @@ class BackfillProgress:
             self._bar.update(self._task, detail=self._detail())
         elif not self.as_json:
             self._plain_line(force=False)
+
+    def stopping(self) -> None:
+        """The first Ctrl-C: shown where the progress is — on the bar, or as a progress line —
+        so that the run's one message on stderr is the summary it ends with."""
+        if self.as_json:
+            return
+        self._stopping = True
+        if self._bar is not None:
+            self._bar.update(self._task, detail=self._detail())
+        elif self.run_id:
+            self._plain_line(force=True)
+        else:
+            echo(STOPPING)
 
     def unclaimed(self, batches: int, waited: float, threshold: float) -> None:
         """A distributed run's queued batches wait for a worker's first claim, `waited`
@@ -264,6 +279,8 @@ class BackfillProgress:
             if self._waiting is None
             else f"waiting for a rate slot, next in {math.ceil(self._waiting):,}s, "
         )
+        if self._stopping:
+            waiting = f"{STOPPING}, "
         return (
             f"{waiting}{self.rows / elapsed:,.0f} rows/s, ETA {self.eta():,.0f}s, "
             f"failed {self.failed}{limit}, skipped {self.skipped}"

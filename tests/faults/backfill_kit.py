@@ -184,25 +184,31 @@ class Process:
         self.popen = spawn(*args, env=env)
         self.stdout: list[str] = []
         self.stderr: list[str] = []
+        self._stdout_lines: queue.Queue[str | None] = queue.Queue()
         self._stderr_lines: queue.Queue[str | None] = queue.Queue()
         self._readers = [
-            threading.Thread(target=self._read, args=(self.popen.stdout, None), daemon=True),
             threading.Thread(
-                target=self._read, args=(self.popen.stderr, self._stderr_lines), daemon=True
+                target=self._read,
+                args=(self.popen.stdout, self._stdout_lines, self.stdout),
+                daemon=True,
+            ),
+            threading.Thread(
+                target=self._read,
+                args=(self.popen.stderr, self._stderr_lines, self.stderr),
+                daemon=True,
             ),
         ]
         for reader in self._readers:
             reader.start()
 
-    def _read(self, stream: IO[str] | None, lines: queue.Queue[str | None] | None) -> None:
+    def _read(
+        self, stream: IO[str] | None, lines: queue.Queue[str | None], into: list[str]
+    ) -> None:
         assert stream is not None
-        into = self.stdout if lines is None else self.stderr
         for line in stream:
             into.append(line)
-            if lines is not None:
-                lines.put(line)
-        if lines is not None:
-            lines.put(None)
+            lines.put(line)
+        lines.put(None)
 
     @property
     def pid(self) -> int:
@@ -216,19 +222,28 @@ class Process:
 
     def wait_for_stderr(self, text: str, timeout: float = 20.0) -> str:
         """Block (bounded) until a stderr line containing `text` arrives; return it."""
+        return self._wait_for("stderr", self._stderr_lines, text, timeout)
+
+    def wait_for_stdout(self, text: str, timeout: float = 20.0) -> str:
+        """Block (bounded) until a stdout line containing `text` arrives; return it."""
+        return self._wait_for("stdout", self._stdout_lines, text, timeout)
+
+    def _wait_for(
+        self, name: str, lines: queue.Queue[str | None], text: str, timeout: float
+    ) -> str:
         import time
 
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"no stderr line with {text!r} in {timeout}s: {self.stderr}")
+                raise AssertionError(f"no {name} line with {text!r} in {timeout}s")
             try:
-                line = self._stderr_lines.get(timeout=left)
+                line = lines.get(timeout=left)
             except queue.Empty:
                 continue
             if line is None:
-                raise AssertionError(f"stderr closed before a line with {text!r}: {self.stderr}")
+                raise AssertionError(f"{name} closed before a line with {text!r}")
             if text in line:
                 return line
 

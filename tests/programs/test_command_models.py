@@ -302,7 +302,7 @@ def test_a_second_ctrl_c_kills_the_running_job_and_publishes_nothing(
             job.settimeout(120)
             assert int(job.recv(32)) > 0  # the job runs, and said so
             backfill.send_signal(signal.SIGINT)  # the first: the batch in flight may finish
-            backfill.wait_for_stderr("stopping after in-flight batches", 60)
+            backfill.wait_for_stdout("stopping after in-flight batches", 60)
             backfill.send_signal(signal.SIGINT)  # the second: abort it, and its job
             assert job.recv(1) == b""  # the job's end of the socket closed: it was killed
         result = backfill.finish(60)
