@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Error, Page, Route, expect
 
 from tests.faults.backfill_kit import listed_backfills, running
+from tests.faults.ledger import wait_until
 from tests.kit import FORCED, tidegate
 from tests.report import large
 from tests.report.kit import (
@@ -283,9 +283,6 @@ def published(project: Path) -> int:
 
 def wait_for_published(project: Path, goal: int) -> dict[str, Any]:
     """The running backfill once `goal` partitions of daily_revenue are published."""
-    deadline = time.monotonic() + 60
-    while published(project) < goal:
-        assert time.monotonic() < deadline, f"the backfill did not reach {goal} published"
-        time.sleep(0.3)
+    wait_until(f"{goal} published", lambda: published(project) >= goal or None, 60)
     [run] = [r for r in listed_backfills(project) if r["status"] == "running"]
     return run

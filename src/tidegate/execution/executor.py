@@ -23,10 +23,10 @@ from tidegate.domain.clock import Clock, Timer, stamp
 from tidegate.domain.command import job_redactor
 from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.ids import new_attempt_id
-from tidegate.domain.model import ModelKind, ModelSpec, Source, Version, WriteMode
+from tidegate.domain.model import ModelKind, ModelSpec, Program, Source, Version, WriteMode
 from tidegate.domain.partitions import PartitionKey, PartitionRange
 from tidegate.domain.run import Attempt, Audit
-from tidegate.domain.secrets import Secrets
+from tidegate.domain.secrets import Redactor, Secrets
 from tidegate.domain.taint import TaintPolicy
 from tidegate.domain.throttle import AdaptiveThrottle, Adjustment
 from tidegate.engines.base import CommitMarker, Engine, Fence, Target
@@ -160,6 +160,9 @@ class Executor:
     keep_handles: bool = False
     # the project's secrets: masked in every reason an attempt ends with
     secrets: Secrets = field(default_factory=Secrets)
+    # the masking of each program (None: an SQL model), made once: its pattern of secrets is
+    # compiled once a run, not per batch
+    _redactors: dict[Program | None, Redactor] = field(default_factory=dict, init=False, repr=False)
 
     def execute(
         self,
@@ -798,7 +801,9 @@ class Executor:
         # Every attempt that ends without publishing ends here, whatever failed (a model's code,
         # its job, the warehouse): its reason goes to the ledger (attempts.error,
         # partitions.last_error) and to what the command prints, so it is masked here, once.
-        redact = job_redactor(spec.program, self.secrets)
+        redact = self._redactors.get(spec.program)
+        if redact is None:
+            redact = self._redactors[spec.program] = job_redactor(spec.program, self.secrets)
         reasons = {p.start: redact(reasons[p.start]) for p in partitions}
         self.state.move_attempts(
             [(ids[p.start], None, None, reasons[p.start]) for p in partitions],

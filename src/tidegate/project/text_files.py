@@ -18,22 +18,24 @@ PROJECT_FILE_BYTES = 1_000_000
 def check_model_size(file: Path, shown: str, limit: int) -> None:
     """Refuse a model file larger than `limit` bytes before it is read: parsing a model takes
     seconds and hundreds of megabytes per megabyte of SQL, on every command."""
-    size = file.stat().st_size
-    if size > limit:
-        raise ConfigError(
-            shown,
-            f"model file is {size:,} bytes, larger than the limit of {limit:,} (raise "
-            f"{LIMIT_KEY} in tidegate.toml)",
-        )
+    _check_size(file, shown, "model file", limit, f"raise {LIMIT_KEY} in tidegate.toml")
 
 
 def check_project_file_size(file: Path, shown: str) -> None:
+    _check_size(
+        file,
+        shown,
+        "the project file",
+        PROJECT_FILE_BYTES,
+        "it holds settings; keep data in the warehouse",
+    )
+
+
+def _check_size(file: Path, shown: str, what: str, limit: int, advice: str) -> None:
     size = file.stat().st_size
-    if size > PROJECT_FILE_BYTES:
+    if size > limit:
         raise ConfigError(
-            shown,
-            f"the project file is {size:,} bytes, larger than the limit of "
-            f"{PROJECT_FILE_BYTES:,} (it holds settings; keep data in the warehouse)",
+            shown, f"{what} is {size:,} bytes, larger than the limit of {limit:,} ({advice})"
         )
 
 

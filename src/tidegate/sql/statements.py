@@ -7,7 +7,6 @@ driver (`$start`, `$end`, `$key`); declared values (accepted values) become sqlg
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from tidegate.domain.model import CheckSpec, Column
 from tidegate.sql import nesting
-from tidegate.sql.model_sql import WRITES
+from tidegate.sql.model_sql import WRITES, parse_problem
 from tidegate.sql.sandbox import refused_call
 
 DIALECT = "duckdb"
@@ -452,11 +451,7 @@ def query_check_problem(
     except nesting.TooDeep:
         return f"is {nesting.TOO_DEEP}"
     except ParseError as error:
-        first = error.errors[0] if error.errors else {}
-        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
-        # sqlglot's description ends in the repr of its own classes: not for users
-        described = re.split(r"\s*(?:for )?<", str(first.get("description") or error))[0]
-        return f"does not parse: {described}{near}"
+        return f"does not parse: {parse_problem(error)}"
     except SqlglotError as error:
         return f"does not parse: {str(error).splitlines()[0]}"
     if len(statements) != 1:
