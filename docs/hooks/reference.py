@@ -79,8 +79,9 @@ def _json_type(spec: dict[str, Any]) -> str:
         return str(kind)
     if "$ref" in spec:
         return f"see `{spec['$ref'].rsplit('/', 1)[-1]}`"
-    if "oneOf" in spec or "anyOf" in spec:
-        return " or ".join(_json_type(option) for option in spec.get("oneOf", spec.get("anyOf")))
+    options: list[dict[str, Any]] = spec.get("oneOf") or spec.get("anyOf") or []
+    if options:
+        return " or ".join(_json_type(option) for option in options)
     return "any"
 
 
