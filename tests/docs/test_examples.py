@@ -26,6 +26,8 @@ def environment(home: Path) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "NO_COLOR": "1",
         "COLUMNS": "120",
+        # a checkout's source tree when the test runs it through PYTHONPATH
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
         "TIDEGATE_TEST_POSTGRES": os.environ.get(
             "TIDEGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
         ),
