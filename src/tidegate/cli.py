@@ -59,8 +59,36 @@ def emit(as_json: bool, document: dict[str, Any], human: Callable[[], None]) -> 
         human()
 
 
+def _print_version(context: click.Context, _: click.Parameter, asked: bool) -> None:
+    if not asked or context.resilient_parsing:
+        return
+    from tidegate import __version__
+
+    libraries = (("duckdb", "DuckDB"), ("sqlglot", "sqlglot"))
+    engines = ", ".join(f"{shown} {_installed(name)}" for name, shown in libraries)
+    echo(f"tidegate {__version__} ({engines}; Python {sys.version.split()[0]})")
+    context.exit()
+
+
+def _installed(distribution: str) -> str:
+    """A library's installed version, read from its metadata (importing it would cost time)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tidegate")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the versions of tidegate, DuckDB, sqlglot and Python, then exit.",
+)
 def cli() -> None:
     """tidegate: release data pipelines safely — build, validate, deploy, backfill, rerun,
     recover partitioned tables, each step recorded, stoppable, resumable and verifiable."""
