@@ -7,8 +7,9 @@ The page names the project they run against in a comment of its own:
     <!-- examples: demo -->     a project the demo has run both stories in
     <!-- examples: empty -->    an empty folder (the page makes its own project)
 
-The blocks of a page run in order, in one folder, each as a bash script that stops at the first
-failing line. A line that ends in `# exits N` must exit with N instead of 0. A block whose first
+The blocks of a page run in order, each as a bash script that stops at the first failing line;
+a block starts in the folder where the one before it ended (a `cd` carries over, as in a reader's
+shell). A line that ends in `# exits N` must exit with N instead of 0. A block whose first
 line is `# not run: REASON` is shown to readers but not run (a remote Spark master, a server that
 runs until stopped)."""
 
@@ -73,7 +74,7 @@ def read_page(path: Path) -> Page:
 
 def script(block: Block) -> str:
     """The block as a bash script: it stops at the first line that exits other than expected."""
-    lines = ["set -eu -o pipefail"]
+    lines = ["set -eu -o pipefail", """trap 'pwd > "$DOCS_EXAMPLE_CWD"' EXIT"""]
     heredoc_end: str | None = None
     for line in _logical_lines(block.text):
         if heredoc_end is not None:

@@ -58,11 +58,13 @@ def test_every_page_names_a_known_setup() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
 def test_the_examples_of_the_page_run(page: Page, tmp_path: Path) -> None:
     env = environment(tmp_path)
-    project = prepared(page, tmp_path, env)
+    here = prepared(page, tmp_path, env)
+    cwd_file = tmp_path / "cwd"
+    env["DOCS_EXAMPLE_CWD"] = str(cwd_file)
     for block in page.blocks:
         done = subprocess.run(
             ["bash", "-c", script(block)],
-            cwd=project,
+            cwd=here,
             env=env,
             capture_output=True,
             text=True,
@@ -74,3 +76,4 @@ def test_the_examples_of_the_page_run(page: Page, tmp_path: Path) -> None:
             f"{where}\n{block.text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
         assert "Traceback" not in done.stderr, f"{where}: {done.stderr[-3000:]}"
+        here = Path(cwd_file.read_text().strip())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,8 +14,14 @@ pytestmark = pytest.mark.docs
 
 
 def run(text: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "DOCS_EXAMPLE_CWD": str(cwd / "cwd")}
     return subprocess.run(
-        ["bash", "-c", script(Block(1, text))], cwd=cwd, capture_output=True, text=True, check=False
+        ["bash", "-c", script(Block(1, text))],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -54,3 +61,9 @@ def test_a_continued_command_carries_its_expected_exit_and_heredocs_are_left_alo
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "line # exits 9\n"
+
+
+def test_a_block_leaves_the_folder_it_ended_in(tmp_path: Path) -> None:
+    (tmp_path / "shop").mkdir()
+    assert run("cd shop", tmp_path).returncode == 0
+    assert (tmp_path / "cwd").read_text().strip() == str(tmp_path / "shop")
