@@ -48,9 +48,10 @@ class Page:
 
 
 def pages() -> list[Page]:
-    """Every page of the docs (and the README) that holds an example to run."""
+    """Every page of the docs that holds an example to run (the README's first project is run,
+    and its outcome checked, by tests/e2e/test_readme_first_project.py)."""
     found = []
-    for path in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+    for path in sorted((REPO / "docs").rglob("*.md")):
         page = read_page(path)
         if page.blocks:
             found.append(page)

@@ -1,4 +1,4 @@
-"""Docs that run: every shell example of the docs and the README is executed against a fresh
+"""Docs that run: every shell example of the docs is executed against a fresh
 project, so that a renamed flag or a changed exit code breaks the build, not the reader (the
 conventions are in tests/docs/examples.py and docs/contributing.md)."""
 
