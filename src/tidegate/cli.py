@@ -1,4 +1,4 @@
-"""The command line: parse, call ops, render, map errors to SPEC §6 exit codes."""
+"""The command line: parse, call ops, render, map errors to docs/design.md §6 exit codes."""
 
 from __future__ import annotations
 

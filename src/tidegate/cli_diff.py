@@ -1,5 +1,5 @@
-"""`tidegate diff MODEL --left V1 --right V2`: compare two versions' outputs (SPEC §3 Correctness
-check). Exit 0 when they agree within the tolerance, 1 when they differ beyond it."""
+"""`tidegate diff MODEL --left V1 --right V2`: compare two versions' outputs (docs/design.md §3
+Correctness check). Exit 0 when they agree within the tolerance, 1 when they differ beyond it."""
 
 from __future__ import annotations
 

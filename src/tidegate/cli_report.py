@@ -1,4 +1,5 @@
-"""`tidegate report --out FILE.html` and `tidegate ui [--port N]`: see the ledger (SPEC §6).
+"""`tidegate report --out FILE.html` and `tidegate ui [--port N]`: see the ledger (docs/design.md
+§6).
 
 Both read only the ledger, never the warehouse, so they work while a backfill runs.
 """

@@ -1,4 +1,4 @@
-"""`tidegate worker`: claim and run batches of distributed backfills (SPEC §7)."""
+"""`tidegate worker`: claim and run batches of distributed backfills (docs/design.md §7)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Distributed backfills on a Spark warehouse (SPEC §7): two workers, each its own JVM, share one
-Spark location (its catalog, a SQLite file they both reach) and a PostgreSQL ledger; workers
-die at seeded crash points and are replaced, and the result equals a clean run with one commit
-marker per partition. Smaller than the PostgreSQL campaign: every JVM start costs seconds."""
+"""Distributed backfills on a Spark warehouse (docs/design.md §7): two workers, each its own JVM,
+share one Spark location (its catalog, a SQLite file they both reach) and a PostgreSQL ledger;
+workers die at seeded crash points and are replaced, and the result equals a clean run with one
+commit marker per partition. Smaller than the PostgreSQL campaign: every JVM start costs seconds."""
 
 from __future__ import annotations
 

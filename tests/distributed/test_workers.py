@@ -1,5 +1,5 @@
 """Distributed backfills with real `tidegate worker` processes on a shared PostgreSQL ledger and
-warehouse (SPEC §7): workers killed and replaced, a worker paused past its lease, two
+warehouse (docs/design.md §7): workers killed and replaced, a worker paused past its lease, two
 coordinators over the same partitions, a stop, a stop-loss, and the throttle over all workers.
 
 Kills are keyed to crash points (a worker armed with TIDEGATE_CRASH_AT dies there), drawn from a

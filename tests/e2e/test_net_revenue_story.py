@@ -1,4 +1,4 @@
-"""Story 1 of the origin document through the command line, with the ways it must not go wrong.
+"""Story 1 of docs/design.md §2 through the command line, with the ways it must not go wrong.
 
 v1 of daily_revenue (no net_revenue) is active with 365 published partitions; v2 adds the column
 (additive), passes its gate, and the diff shows only the new column; it is deployed, a new day of

@@ -1,4 +1,4 @@
-"""The reference workload on PostgreSQL equals DuckDB's, row for row (SPEC §2, §7).
+"""The reference workload on PostgreSQL equals DuckDB's, row for row (docs/design.md §2, §7).
 
 The orders example — daily_revenue, monthly_revenue and revenue_report over four months — is
 built, deployed and backfilled through the real CLI twice: on the embedded DuckDB warehouse and

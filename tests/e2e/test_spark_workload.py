@@ -1,4 +1,4 @@
-"""The reference workload on Spark equals DuckDB's, row for row (SPEC §2, §7).
+"""The reference workload on Spark equals DuckDB's, row for row (docs/design.md §2, §7).
 
 The orders example — daily_revenue over January, then monthly_revenue and revenue_report for
 January — is built, deployed and backfilled through the real CLI twice: on the embedded DuckDB

@@ -1,5 +1,5 @@
 """DuckDB, the embedded default warehouse: the Engine contract plus what only DuckDB has — one
-writing process per file (SPEC §7)."""
+writing process per file (docs/design.md §7)."""
 
 from __future__ import annotations
 

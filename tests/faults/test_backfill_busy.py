@@ -1,6 +1,6 @@
-"""Two backfills at once on the embedded default (SPEC §7, G7): the second exits 4 at once with
-one line and writes nothing, or waits with --wait and runs once the first has stopped; never two
-writers of one partition.
+"""Two backfills at once on the embedded default (docs/design.md §7, G7): the second exits 4 at once
+with one line and writes nothing, or waits with --wait and runs once the first has stopped; never
+two writers of one partition.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ by another process: every writer ends done, busy (exit 4) or waiting its turn wi
 `status` and the UI read throughout, and the stores are never left inconsistent.
 
 Overlapping backfills, reruns and recoveries start together; the warehouse admits one writer
-process at a time (SPEC §7), so the others wait (--wait) or exit 4 having written nothing."""
+process at a time (docs/design.md §7), so the others wait (--wait) or exit 4 having written
+nothing."""
 
 from __future__ import annotations
 

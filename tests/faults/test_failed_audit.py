@@ -118,7 +118,8 @@ def test_a_contract_violation_leaves_the_published_partition_untouched(project: 
 
 
 def test_a_failed_run_prints_one_json_document(project: Path) -> None:
-    """--json output is one machine-readable document, also when the run fails (SPEC §6)."""
+    """--json output is one machine-readable document, also when the run fails (docs/design.md
+    §6)."""
     _publish_with_first_version(project)
     _deploy_edited_model(
         project,

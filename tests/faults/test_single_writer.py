@@ -1,5 +1,6 @@
-"""SPEC §7: one writing process per DuckDB file. A second writer exits 4 at once (or waits with
---wait), writes nothing, and the ledger readers keep working while a writer holds the warehouse.
+"""docs/design.md §7: one writing process per DuckDB file. A second writer exits 4 at once (or waits
+with --wait), writes nothing, and the ledger readers keep working while a writer holds the
+warehouse.
 
 The test process itself plays the other writer by holding the warehouse open read-write.
 """

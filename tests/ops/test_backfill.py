@@ -151,7 +151,8 @@ def test_max_failures_from_the_command_line_halts_at_the_fth_failed_partition(
     project: Path,
 ) -> None:
     """`--max-failures 3` is a failure budget: the run stops after the third failed partition,
-    not at the first (SPEC §3 stop-loss; the flag's help says "Stop after F failed partitions")."""
+    not at the first (docs/design.md §3 stop-loss; the flag's help says "Stop after F failed
+    partitions")."""
     add_to_daily_header(project, LATE_DAYS_FAIL)
     redeploy(project)
     result = backfill(
@@ -353,7 +354,8 @@ def test_max_wall_seconds_from_a_plan_file(project: Path, tmp_path: Path) -> Non
 
 def test_a_stop_request_is_honoured_while_the_rate_limiter_waits(project: Path) -> None:
     """At 1 batch a minute the backfill waits ~60 s after its first partition; `backfill stop`
-    must end it after the in-flight batches (none), not after the wait (SPEC §3: stoppable)."""
+    must end it after the in-flight batches (none), not after the wait (docs/design.md §3:
+    stoppable)."""
     process = spawn(
         *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-03"),
         *("--rate", "1/min", "--json", "--project", project),

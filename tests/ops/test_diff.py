@@ -1,5 +1,5 @@
-"""`tidegate diff`: two versions' outputs compared partition by partition (SPEC §3 Correctness
-check, §6 exit codes).
+"""`tidegate diff`: two versions' outputs compared partition by partition (docs/design.md §3
+Correctness check, §6 exit codes).
 
 Every test starts from the orders example at 20 rows/day, built and deployed (v1 of every model
 active). v1's output is published with `run`; v2 is built from an edited model file and its

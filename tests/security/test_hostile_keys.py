@@ -1,5 +1,5 @@
-"""A hostile key in a key-list model is data, never SQL (SPEC §7: partition values never reach SQL
-by string concatenation of user input)."""
+"""A hostile key in a key-list model is data, never SQL (docs/design.md §7: partition values never
+reach SQL by string concatenation of user input)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Names that are not plain identifiers — columns, checks, keys, sources, models — are refused
-with exit 2, one line, and nothing written (SPEC §5 G6, §7)."""
+with exit 2, one line, and nothing written (docs/design.md §5 G6, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fingerprints (SPEC §3 Build): a hash of the normalized SQL AST + config + upstream fingerprints.
+"""Fingerprints (docs/design.md §3 Build): a hash of the normalized SQL AST + config + upstream
+fingerprints.
 
 Formatting does not make a new version; logic, config and upstream versions do.
 """

@@ -1,4 +1,4 @@
-"""Schema change classification (SPEC §3 Validate: additive / breaking)."""
+"""Schema change classification (docs/design.md §3 Validate: additive / breaking)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Partition keys, ranges and interval arithmetic (SPEC §7: typed, ordered, never one object per
-partition for a million-partition plan)."""
+"""Partition keys, ranges and interval arithmetic (docs/design.md §7: typed, ordered, never one
+object per partition for a million-partition plan)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The attempt state machine of SPEC §4."""
+"""The attempt state machine of docs/design.md §4."""
 
 from __future__ import annotations
 

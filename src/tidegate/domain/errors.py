@@ -1,4 +1,4 @@
-"""Typed errors; each carries the exit code of SPEC §6 that the CLI maps it to."""
+"""Typed errors; each carries the exit code of docs/design.md §6 that the CLI maps it to."""
 
 from __future__ import annotations
 

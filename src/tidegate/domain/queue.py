@@ -1,6 +1,6 @@
-"""Distributed backfills (SPEC §7): a run's batches queued in the shared ledger and claimed by
-`tidegate worker` processes through leases. Pure rules: what a lease is, what a run's batches
-add up to, and when a run is over.
+"""Distributed backfills (docs/design.md §7): a run's batches queued in the shared ledger and
+claimed by `tidegate worker` processes through leases. Pure rules: what a lease is, what a run's
+batches add up to, and when a run is over.
 
 A lease expires by the ledger database's clock, never a worker's. Every claim raises the batch's
 fencing token; the warehouse refuses a publish carrying an older one, and the ledger refuses to

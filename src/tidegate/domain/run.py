@@ -27,7 +27,7 @@ class Run:
     plan_hash: str | None = None
     trigger: str | None = None
     stop_requested_at: str | None = None
-    # batches queued in the ledger for `tidegate worker` processes (SPEC §7)
+    # batches queued in the ledger for `tidegate worker` processes (docs/design.md §7)
     distributed: bool = False
 
 

@@ -1,5 +1,5 @@
 """Verification: the ledger's published partitions against the warehouse's commit markers and
-rows (SPEC §5: the warehouse holds the truth of what was published; never trust the ledger
+rows (docs/design.md §9: the warehouse holds the truth of what was published; never trust the ledger
 alone). Pure: the caller reads both sides."""
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ class CommitMarker:
 
 @dataclass(frozen=True)
 class Fence:
-    """A lease's fencing token and the partitions it covers (SPEC §7): each new lease raises
-    their fences, and a publish carrying an older token is refused by the warehouse itself — a
-    worker that slept past its lease can never publish, whichever run later took the
+    """A lease's fencing token and the partitions it covers (docs/design.md §7): each new lease
+    raises their fences, and a publish carrying an older token is refused by the warehouse itself —
+    a worker that slept past its lease can never publish, whichever run later took the
     partitions."""
 
     keys: tuple[str, ...]

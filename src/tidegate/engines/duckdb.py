@@ -1,4 +1,4 @@
-"""DuckDB: the embedded default warehouse. One writing process per file (SPEC §7)."""
+"""DuckDB: the embedded default warehouse. One writing process per file (docs/design.md §7)."""
 
 from __future__ import annotations
 
@@ -406,7 +406,7 @@ class DuckDBEngine(DuckDBPublish):
         self._run(REPAIR_ORDERS)
 
     def load_reference_orders(self, rows_per_day: int, seed: int) -> int:
-        """Create the reference `orders` source (SPEC §2); returns its row count."""
+        """Create the reference `orders` source (docs/design.md §2); returns its row count."""
         from tidegate.sql.example_data import CREATE_ORDERS, DAYS
 
         self._run(CREATE_ORDERS, {"rows_per_day": rows_per_day, "seed": seed, "days": DAYS})

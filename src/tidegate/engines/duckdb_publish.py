@@ -1,5 +1,5 @@
 """DuckDB's publish: the staged rows into a partition by the write mode, with the commit
-markers, in one transaction (SPEC §5). The flow is SqlEngine.publish; here, DuckDB's
+markers, in one transaction (docs/design.md §9). The flow is SqlEngine.publish; here, DuckDB's
 transaction and the staging table dropped after the commit."""
 
 from __future__ import annotations

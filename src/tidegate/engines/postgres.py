@@ -1,4 +1,4 @@
-"""PostgreSQL: a warehouse on a server (SPEC §7). Models run and publish inside it.
+"""PostgreSQL: a warehouse on a server (docs/design.md §7). Models run and publish inside it.
 
 Models are written in the project dialect (DuckDB's) and transpiled with sqlglot; partition
 bounds are bound by psycopg. Staged rows live in UNLOGGED tables of `_tidegate_staging`, which no
@@ -250,8 +250,8 @@ class PostgresEngine(PostgresPublish):
     # the reference example --------------------------------------------------------------------
 
     def load_reference_orders(self, rows_per_day: int, seed: int) -> int:
-        """Create the reference `orders` source (SPEC §2) in the warehouse's schema: the very
-        rows DuckDB generates (sql/example_data.py), copied in; returns its row count."""
+        """Create the reference `orders` source (docs/design.md §2) in the warehouse's schema: the
+        very rows DuckDB generates (sql/example_data.py), copied in; returns its row count."""
         from tidegate.engines.postgres_load import reference_orders
 
         if self.table_columns("orders") is not None:

@@ -1,5 +1,6 @@
 """Connecting to a PostgreSQL warehouse: the session settings every handle shares, and the
-writer's advisory lock that keeps one writing process per warehouse database (SPEC §7, G7)."""
+writer's advisory lock that keeps one writing process per warehouse database (docs/design.md §7,
+G7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """PostgreSQL's publish: the staged rows into a partition by the write mode, with the commit
-markers, in one transaction (SPEC §5). The flow is SqlEngine.publish; here, PostgreSQL's
+markers, in one transaction (docs/design.md §9). The flow is SqlEngine.publish; here, PostgreSQL's
 transaction. The staging table is dropped in the same transaction: a staging table and its
 published rows never both exist after a commit."""
 

@@ -1,4 +1,4 @@
-"""Spark: a warehouse of Parquet directories, computed by Spark (SPEC §7).
+"""Spark: a warehouse of Parquet directories, computed by Spark (docs/design.md §7).
 
 Models are written in the project dialect (DuckDB's) and transpiled with sqlglot; partition
 bounds are bound by `spark.sql(text, args=...)`. Staged rows are cached temporary views of the

@@ -4,8 +4,8 @@ file beside the data by default, or a PostgreSQL database that several machines 
 
 A publish switches its partitions' pointers and inserts its markers in one transaction of this
 database, each pointer by compare-and-swap against the directory the writer read before it
-wrote: a writer that lost a race switches nothing (SPEC §7). Readers follow the pointers, so a
-directory is visible only once it is complete; directories no pointer names are garbage.
+wrote: a writer that lost a race switches nothing (docs/design.md §7). Readers follow the pointers,
+so a directory is visible only once it is complete; directories no pointer names are garbage.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS tidegate_spark_markers (
     checksum TEXT NOT NULL,
     published_at TEXT NOT NULL
 )"""
-# a lease's fencing token per partition (SPEC §7): a publish carrying an older one is refused
+# a lease's fencing token per partition (docs/design.md §7): a publish carrying an older one is
+# refused
 FENCES_DDL = """
 CREATE TABLE IF NOT EXISTS tidegate_spark_fences (
     warehouse TEXT NOT NULL,

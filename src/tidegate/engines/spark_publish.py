@@ -1,5 +1,5 @@
-"""Spark's publish, atomic without a table format (SPEC §7): the new rows of every partition of
-the window (by the write mode) are written in one Spark job into a fresh directory, one
+"""Spark's publish, atomic without a table format (docs/design.md §7): the new rows of every
+partition of the window (by the write mode) are written in one Spark job into a fresh directory, one
 subdirectory per partition; once the job is complete, one catalog transaction switches the
 partitions' pointers by compare-and-swap and inserts the markers.
 

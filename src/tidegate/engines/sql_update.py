@@ -1,7 +1,7 @@
 """The `update` write mode on the SQL warehouses (DuckDB, PostgreSQL): an existing table's
 columns set, key range by key range, in one transaction per range that also audits the result
-and inserts the range's commit marker (SPEC §5): a crash leaves a range either done and marked,
-or untouched, and no transaction holds row locks of two ranges.
+and inserts the range's commit marker (docs/design.md §9): a crash leaves a range either done and
+marked, or untouched, and no transaction holds row locks of two ranges.
 
 No staging: the values are computed by the UPDATE itself, on each row as it is once locked (the
 range's differing rows locked first in key order where the engine has row locks, READ COMMITTED

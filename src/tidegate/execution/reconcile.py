@@ -1,4 +1,4 @@
-"""Reconciling the ledger from the warehouse's commit markers after a crash (SPEC §5, §7).
+"""Reconciling the ledger from the warehouse's commit markers after a crash (docs/design.md §9, §7).
 
 Runs when a writer starts, holding the warehouse, and touches only attempts a dead process left
 pending: not the whole history.

@@ -1,7 +1,7 @@
 """Upstream partitions checked where they live: in the warehouse, not only in the ledger.
 
 The ledger says which attempt published each upstream partition; the warehouse is the truth of
-what was published (SPEC §5). A table dropped, or a warehouse restored from an older copy,
+what was published (docs/design.md §9). A table dropped, or a warehouse restored from an older copy,
 leaves the ledger saying "published" over rows that are gone or older. Before a batch reads an
 upstream model, its table must exist and hold the commit markers of the attempts the ledger
 names: one existence probe and one marker query per upstream model per batch.

@@ -64,7 +64,7 @@ class DemoResult:
 
 
 def demo(rows_per_day: int, keep: Path | None, seed: int, say: Callable[[str], None]) -> DemoResult:
-    """The origin document's two stories on the embedded default. 1: daily_revenue v1
+    """The two stories of docs/design.md §2 on the embedded default. 1: daily_revenue v1
     backfilled for 2025; v2 adds net_revenue, is validated on samples, deployed and confirmed
     by the next scheduled run; the history it has not written yet is backfilled (--stale-only),
     reconciled per partition; the downstream models are backfilled from it. 2: a run fails

@@ -1,6 +1,6 @@
-"""Distributed backfills (SPEC §7): `backfill --distributed` queues a run's batches in the shared
-ledger and watches them; `tidegate worker` processes, on any machines that reach the ledger and
-the warehouse, claim batches through leases and run them.
+"""Distributed backfills (docs/design.md §7): `backfill --distributed` queues a run's batches in the
+shared ledger and watches them; `tidegate worker` processes, on any machines that reach the ledger
+and the warehouse, claim batches through leases and run them.
 
 A worker heartbeats while it holds a batch; one that dies loses the lease when it expires (by
 the ledger's clock) and another reclaims the batch: it raises the batch's fence in the

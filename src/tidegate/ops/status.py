@@ -1,7 +1,7 @@
 """Read-only answers from the ledger: status, show partition, show run, history.
 
-These never open the warehouse, so they work while a writer runs (SPEC §7). Each returns the
-document that `--json` prints; its shape is described by a schema in `tidegate/schemas`.
+These never open the warehouse, so they work while a writer runs (docs/design.md §7). Each returns
+the document that `--json` prints; its shape is described by a schema in `tidegate/schemas`.
 """
 
 from __future__ import annotations

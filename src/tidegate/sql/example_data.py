@@ -1,4 +1,4 @@
-"""The reference `orders` source (SPEC §2), generated deterministically inside the engine.
+"""The reference `orders` source (docs/design.md §2), generated deterministically inside the engine.
 
 Pseudo-random fields come from integer mixing of the row number and the seed, so the same
 (rows per day, seed) gives the same rows on every machine and engine version.

@@ -29,7 +29,7 @@ SHADOW_SCHEMA = "_tidegate_shadow"
 # the process, never written to the warehouse file, gone with the process after a crash.
 STAGING_CATALOG = "_tidegate_staging"
 MARKERS = "commit_markers"
-# a distributed batch's fencing token, raised by each new lease (SPEC §7)
+# a distributed batch's fencing token, raised by each new lease (docs/design.md §7)
 FENCES = "fences"
 
 

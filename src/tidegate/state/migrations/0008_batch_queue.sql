@@ -1,4 +1,4 @@
--- Distributed backfills (SPEC §7): a run's batches queued in the ledger, claimed by workers
+-- Distributed backfills (docs/design.md §7): a run's batches queued in the ledger, claimed by workers
 -- through leases. Lease times are the ledger database's own clock in epoch milliseconds, never a
 -- worker's (`ledger_now_ms()`, a function the store registers on its connection); `token` is the
 -- fencing token, raised by every claim.

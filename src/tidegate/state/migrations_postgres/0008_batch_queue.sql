@@ -1,4 +1,4 @@
--- Distributed backfills (SPEC §7): a run's batches queued in the ledger, claimed by workers
+-- Distributed backfills (docs/design.md §7): a run's batches queued in the ledger, claimed by workers
 -- through leases. Lease times are the ledger database's own clock in epoch milliseconds, never a
 -- worker's; `token` is the fencing token, raised by every claim.
 ALTER TABLE runs ADD COLUMN distributed INTEGER NOT NULL DEFAULT 0;
