@@ -115,7 +115,7 @@ def test_a_dry_run_shows_the_interval_and_its_batches_and_writes_nothing(
     assert plan["first_batches"] == ["(0,4]", "(4,8]", "(8,12]"]
     assert plan["source_rows"] == {"events": 12}
     assert state_dump(events.root) == before
-    assert (
-        "partitions   3 in 3 batch(es) of up to 4: (0,12]"
-        in events.tidegate(*START, "--dry-run").stdout
-    )
+    human = events.tidegate(*START, "--dry-run")
+    assert human.exit_code == 0, human.stderr
+    assert "partitions   3 in 3 batch(es) of up to 4: (0,12]" in human.stdout
+    assert "reads        12 rows of source events" in human.stdout

@@ -98,6 +98,8 @@ def blast_radius(
         "downstream": [],
         "refused": [],
         "estimated_seconds": None if per_batch is None else round(per_batch * planned, 1),
+        # a cursor model appends new rows: it updates no table in place
+        "update": None,
     }
 
 
