@@ -168,3 +168,26 @@ def test_bad_file_sources_are_refused(project: Path, section: str, message: str)
     assert result.exit_code == 2, result.stderr
     [line] = result.stderr.splitlines()
     assert message in line and "tidegate.toml" in line, line
+
+
+def test_the_first_deploy_reads_the_files_before_any_writer_made_their_view(
+    undeployed_project: Path,
+) -> None:
+    """A deploy's preflight opens the warehouse read-only: it reads the files through a view of
+    its own for as long as it runs, and leaves the warehouse as it was."""
+    to_files(undeployed_project)
+    cli(undeployed_project, "build")
+    cli(undeployed_project, "deploy", "daily_revenue")
+    assert (
+        warehouse_rows(
+            undeployed_project,
+            "SELECT * FROM information_schema.tables WHERE table_name = 'orders'",
+        )
+        == []
+    )
+    cli(undeployed_project, "run", "daily_revenue", "--partition", "2025-01-02")
+    [(kind,)] = warehouse_rows(
+        undeployed_project,
+        "SELECT table_type FROM information_schema.tables WHERE table_name = 'orders'",
+    )
+    assert kind == "VIEW"

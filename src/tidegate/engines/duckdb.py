@@ -172,9 +172,11 @@ class DuckDBEngine(DuckDBPublish):
                 self._con.execute("SET allowed_directories = ?", [folders])
             self._con.execute("SET enable_external_access = false")
 
-    def keep_file_sources(self, files: Mapping[str, SourceFiles]) -> None:
+    def keep_file_sources(self, files: Mapping[str, SourceFiles], temporary: bool = False) -> None:
         """Each file source's view, made or remade when it does not read what is declared; a
-        table of that name is not replaced."""
+        table of that name is not replaced. A read-only handle (`temporary`) makes a view of its
+        own for its life instead, where the warehouse's is missing or reads other files: a
+        deploy's preflight reads the files before any writer has made their view."""
         for name, source in sorted(files.items()):
             label = sql.file_label(source.path, source.format)
             found = self._run(sql.tables_named(), ["main", name]).fetchall()
@@ -187,7 +189,7 @@ class DuckDBEngine(DuckDBPublish):
                 continue
             try:
                 with self._transaction():
-                    for statement in sql.file_view(name, source.path, source.format):
+                    for statement in sql.file_view(name, source.path, source.format, temporary):
                         self._run(statement)
             except EngineError as error:
                 raise UsageError(

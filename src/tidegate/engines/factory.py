@@ -54,9 +54,9 @@ def open_engine(
     engine = DuckDBEngine(
         project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only, files=files
     )
-    if files and not read_only:
+    if files:
         try:
-            engine.keep_file_sources(files)
+            engine.keep_file_sources(files, temporary=read_only)
         except BaseException:
             engine.close()
             raise

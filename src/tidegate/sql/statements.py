@@ -673,12 +673,16 @@ def published_columns() -> str:
 FILE_READERS = {"parquet": "read_parquet", "csv": "read_csv", "json": "read_json"}
 
 
-def file_view(name: str, path: str, file_format: str) -> list[str]:
+def file_view(name: str, path: str, file_format: str, temporary: bool = False) -> list[str]:
     """The view a file source is read through, over every file `path` names, labelled with
-    what it reads (so that an unchanged view is left alone)."""
+    what it reads (so that an unchanged view is left alone). A temporary view lives as long as
+    the connection: a read-only one can make it."""
     reader = exp.Anonymous(this=FILE_READERS[file_format], expressions=[exp.Literal.string(path)])
     select = exp.select(exp.Star()).from_(exp.Table(this=reader))
     view = table(name)
+    if temporary:
+        scope = exp.Properties(expressions=[exp.TemporaryProperty()])
+        return [_sql(exp.Create(this=view, kind="VIEW", expression=select, properties=scope))]
     return [
         _sql(exp.Create(this=view, kind="VIEW", expression=select, replace=True)),
         _sql(
