@@ -61,22 +61,43 @@ def json_schemas() -> str:
             continue
         schema: dict[str, Any] = json.loads(entry.read_text(encoding="utf-8"))
         name = entry.name.removesuffix(".json")
-        title = schema.get("title") or schema.get("$id") or name
-        description = schema.get("description", "")
-        parts.append(f"### `{name}`\n\n{title}. {description}".rstrip(". ") + ".\n")
-        fields = schema.get("properties", {})
-        if fields:
-            parts.append("| Field | Type | Description |\n|---|---|---|")
-            required = set(schema.get("required", []))
-            for field, spec in fields.items():
-                mark = "" if field in required else " (optional)"
-                parts.append(
-                    f"| `{field}`{mark} | {_json_type(spec)} | {spec.get('description', '')} |"
-                )
-            parts.append("")
-        body = json.dumps(schema, indent=2)
+        parts.append(f"### `{name}` {{ #{name.replace('.', '-')} }}\n")
+        title = schema.get("title")
+        if title:
+            parts.append(f"`{title}`\n")
+        if schema.get("description"):
+            parts.append(f"{schema['description']}\n")
+        parts.append(_json_fields(schema))
+        for option in schema.get("oneOf") or schema.get("anyOf") or []:
+            ref = str(option.get("$ref", ""))
+            if not ref.startswith("#/$defs/"):
+                continue
+            variant: dict[str, Any] = schema["$defs"][ref.removeprefix("#/$defs/")]
+            tag = variant.get("properties", {}).get("event", {}).get("const")
+            label = f"`event` = `{json.dumps(tag)}`" if tag else f"`{ref.rsplit('/', 1)[-1]}`"
+            parts.append(f"**{label}**\n")
+            if variant.get("description"):
+                parts.append(f"{variant['description']}\n")
+            parts.append(_json_fields(variant))
+        body = json.dumps(schema, indent=2, ensure_ascii=False)
         parts.append(f'??? note "The whole schema"\n\n    ```json\n{_indent(body, 4)}\n    ```\n')
     return "\n".join(parts)
+
+
+def _json_fields(schema: dict[str, Any]) -> str:
+    """The table of an object schema's top-level fields (empty for any other schema)."""
+    fields: dict[str, Any] = schema.get("properties", {})
+    if not fields:
+        return ""
+    rows = ["| Field | Type | Description |", "|---|---|---|"]
+    required = set(schema.get("required", []))
+    for field, spec in fields.items():
+        mark = "" if field in required else " (optional)"
+        text = spec.get("description", "")
+        if not text and field == "schema" and "const" in spec:
+            text = "The document's schema, and its version."
+        rows.append(f"| `{field}`{mark} | {_json_type(spec)} | {_cell(text)} |")
+    return "\n".join(rows) + "\n"
 
 
 def _json_type(spec: dict[str, Any]) -> str:
