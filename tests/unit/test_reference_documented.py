@@ -5,6 +5,7 @@ every one of them."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 import typing
@@ -163,3 +164,13 @@ def test_the_reference_pages_examples_are_valid(page: str) -> None:
             )
         for reconciliation in declared.get("reconciliations", []):
             model_file.ReconciliationDecl.model_validate(reconciliation)
+
+
+def test_every_json_document_field_has_a_description() -> None:
+    blank = []
+    for path in sorted((ROOT / "src" / "tidegate" / "schemas").glob("*.json")):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        for name, spec in schema.get("properties", {}).items():
+            if name != "schema" and not spec.get("description", "").strip():
+                blank.append(f"{path.name}: {name}")
+    assert blank == [], f"top-level fields without a description: {blank}"
