@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +17,21 @@ from tidegate.terminal import echo
 
 F = TypeVar("F", bound=Callable[..., Any])
 INTERRUPTED_EXIT = 130
+
+
+class Argument(click.Argument):
+    """A positional argument with a description (`help`), which click's own takes only from
+    click 8.5 on: `@click.argument("model", cls=Argument, help="…")`."""
+
+    def __init__(
+        self,
+        param_decls: Sequence[str],
+        required: bool | None = None,
+        help: str | None = None,
+        **attrs: Any,
+    ) -> None:
+        super().__init__(param_decls, required=required, **attrs)
+        self.help = help
 
 
 def _parse_as_of(value: str | None) -> Clock:
@@ -95,17 +110,35 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.argument(
+    "directory",
+    default=".",
+    type=click.Path(file_okay=False, path_type=Path),
+    cls=Argument,
+    help="The folder to scaffold the project in (created if missing; default: the current one).",
+)
 @click.option(
     "--example",
     type=click.Choice(["orders"]),
     default=None,
     help="Scaffold the reference orders pipeline and load its data.",
 )
-@click.option("--rows-per-day", default=1000, show_default=True, type=int)
-@click.option("--seed", default=1, show_default=True, type=int)
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--debug", is_flag=True)
+@click.option(
+    "--rows-per-day",
+    default=1000,
+    show_default=True,
+    type=int,
+    help="With --example: orders generated per day of the example's year.",
+)
+@click.option(
+    "--seed",
+    default=1,
+    show_default=True,
+    type=int,
+    help="With --example: seed of the generated orders (the same seed, the same rows).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
 def init(
     directory: Path, example: str | None, rows_per_day: int, seed: int, as_json: bool, debug: bool
 ) -> None:
@@ -130,16 +163,28 @@ def init(
 
 
 @cli.command()
-@click.option("--rows-per-day", default=1000, show_default=True, type=int)
-@click.option("--seed", default=1, show_default=True, type=int)
+@click.option(
+    "--rows-per-day",
+    default=1000,
+    show_default=True,
+    type=int,
+    help="Orders generated per day of the demo's year.",
+)
+@click.option(
+    "--seed",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Seed of the generated orders (the same seed, the same rows).",
+)
 @click.option(
     "--keep",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Leave the demo project in this folder.",
 )
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--debug", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
 def demo(rows_per_day: int, seed: int, keep: Path | None, as_json: bool, debug: bool) -> None:
     """Run the main job end to end on the embedded default."""
     from tidegate import render
@@ -178,7 +223,9 @@ def build(ctx: Any, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("models", nargs=-1)
+@click.argument(
+    "models", nargs=-1, cls=Argument, help="Only these models (default: every unpaused model)."
+)
 @click.option("--partition", default=None, help="A partition or START..END (needs one MODEL).")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @click.option("--force", is_flag=True, help="Run a paused model's --partition anyway.")
@@ -204,7 +251,9 @@ def run(
 
 
 @cli.command()
-@click.argument("model", required=False)
+@click.argument(
+    "model", required=False, cls=Argument, help="Only this model, its partitions as ranges."
+)
 @common
 def status(ctx: Any, as_json: bool, model: str | None) -> None:
     """Models, their active versions and partitions (reads only the ledger)."""
@@ -221,8 +270,10 @@ def show() -> None:
 
 
 @show.command("partition")
-@click.argument("model")
-@click.argument("partition")
+@click.argument("model", cls=Argument, help="The model.")
+@click.argument(
+    "partition", cls=Argument, help="The partition's label (2025-03-03, 2025-03, a key, …)."
+)
 @common
 def show_partition(ctx: Any, as_json: bool, model: str, partition: str) -> None:
     """Who wrote PARTITION of MODEL, and can it be trusted."""
@@ -234,7 +285,7 @@ def show_partition(ctx: Any, as_json: bool, model: str, partition: str) -> None:
 
 
 @show.command("run")
-@click.argument("run_id")
+@click.argument("run_id", cls=Argument, help="The run's id (run-…).")
 @common
 def show_run(ctx: Any, as_json: bool, run_id: str) -> None:
     """A run and its attempts."""
@@ -246,7 +297,7 @@ def show_run(ctx: Any, as_json: bool, run_id: str) -> None:
 
 
 @cli.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model.")
 @common
 def history(ctx: Any, as_json: bool, model: str) -> None:
     """Builds and deploys of MODEL: who, when, why."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import INTERRUPTED_EXIT, common, emit, fail
+from tidegate.cli import INTERRUPTED_EXIT, Argument, common, emit, fail
 from tidegate.terminal import echo
 
 if TYPE_CHECKING:
@@ -97,7 +97,12 @@ def ctrl_c_stops(stop_flag: threading.Event, progress: BackfillProgress | None) 
 @backfill.command(
     "start", cls=MainForm, hidden=True, usage="MODEL --partitions START..END [OPTIONS]"
 )
-@click.argument("model", required=False)
+@click.argument(
+    "model",
+    required=False,
+    cls=Argument,
+    help="The model to backfill (with --file, the plan's; if given, it must match).",
+)
 @click.option("--partitions", default=None, help="START..END in the model's grain, or all.")
 @click.option("--batch-size", type=int, default=None, help="Partitions per batch (default 1).")
 @click.option("--max-concurrency", type=int, default=None, help="Batches in flight (default 1).")
@@ -400,7 +405,7 @@ def cascade_exit(cascade: Any, stop_flag: threading.Event) -> None:
 
 
 @backfill.command("resume")
-@click.argument("run_id")
+@click.argument("run_id", cls=Argument, help="The backfill's run id.")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
 def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
@@ -468,7 +473,7 @@ def resumed_already(ctx: Any, as_json: bool, run_id: str, kind: str) -> bool:
 
 
 @backfill.command("stop")
-@click.argument("run_id")
+@click.argument("run_id", cls=Argument, help="The backfill's run id.")
 @common
 def stop(ctx: Any, as_json: bool, run_id: str) -> None:
     """Ask a running backfill to stop after its in-flight batches."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tidegate.cli import common, emit, fail
+from tidegate.cli import Argument, common, emit, fail
 from tidegate.terminal import echo
 
 SHOWN_PARTITIONS = 50
@@ -15,7 +15,7 @@ SHOWN_LABELS = 5
 
 
 @click.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model whose versions are compared.")
 @click.option("--left", "left_ref", required=True, help="The old version: vN or a version id.")
 @click.option("--right", "right_ref", required=True, help="The new version: vN or a version id.")
 @click.option(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import common, emit, fail
+from tidegate.cli import Argument, common, emit, fail
 from tidegate.terminal import echo
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _deployed_message(done: Deployed, verb: str) -> str:
 
 
 @click.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model to deploy a version of.")
 @click.option(
     "--version", "version_ref", default=None, help="vN or a version id (default: newest)."
 )
@@ -69,7 +69,7 @@ def deploy(
 
 
 @click.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model to roll back.")
 @click.option("--to", "version_ref", default=None, help="vN or a version id (default: previous).")
 @click.option("--reason", default=None, help="Why: kept by history.")
 @common
@@ -94,7 +94,7 @@ def _pause_command(paused: bool) -> click.Command:
     verb = "pause" if paused else "unpause"
 
     @click.command(name=verb)
-    @click.argument("model")
+    @click.argument("model", cls=Argument, help=f"The model to {verb}.")
     @click.option("--reason", default=None, help="Why: kept by history.")
     @common
     def command(ctx: Any, as_json: bool, model: str, reason: str | None) -> None:
@@ -124,7 +124,7 @@ unpause = _pause_command(False)
 
 
 @click.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model to validate a version of.")
 @click.option(
     "--version", "version_ref", default=None, help="vN or a version id (default: newest)."
 )

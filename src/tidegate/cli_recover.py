@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import common, emit
+from tidegate.cli import Argument, common, emit
 from tidegate.cli_backfill import (
     BackfillGroup,
     MainForm,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model whose published partitions are bad.")
 @click.option("--partitions", required=True, help="START..END of MODEL that is contaminated.")
 @click.option("--reason", required=True, help="Why: shown everywhere the taint is.")
 @common
@@ -72,8 +72,8 @@ def taint(ctx: Context, as_json: bool, model: str, partitions: str, reason: str)
 
 
 @click.command()
-@click.argument("consumer")
-@click.argument("model")
+@click.argument("consumer", cls=Argument, help="A consumer declared in [[consumers]].")
+@click.argument("model", cls=Argument, help="The model it read.")
 @click.option("--partitions", required=True, help="START..END the consumer has read.")
 @common
 def ack(ctx: Context, as_json: bool, consumer: str, model: str, partitions: str) -> None:
@@ -97,7 +97,12 @@ def recover() -> None:
 @recover.command(
     "start", cls=MainForm, hidden=True, usage="MODEL [--partitions START..END] [OPTIONS]"
 )
-@click.argument("model", required=False)
+@click.argument(
+    "model",
+    required=False,
+    cls=Argument,
+    help="The tainted model to recover (with --file, the plan's; if given, it must match).",
+)
 @click.option("--partitions", default=None, help="Only the tainted partitions in START..END.")
 @click.option("--batch-size", type=int, default=None, help="Partitions per batch (default 7).")
 @click.option("--max-concurrency", type=int, default=None, help="Batches in flight (default 1).")
@@ -168,7 +173,7 @@ def start(
 
 
 @recover.command("resume")
-@click.argument("run_id")
+@click.argument("run_id", cls=Argument, help="The recovery's run id.")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
 def resume(ctx: Context, as_json: bool, run_id: str, wait: bool) -> None:
@@ -185,7 +190,7 @@ def resume(ctx: Context, as_json: bool, run_id: str, wait: bool) -> None:
 
 
 @recover.command("stop")
-@click.argument("run_id")
+@click.argument("run_id", cls=Argument, help="The recovery's run id.")
 @common
 def stop(ctx: Context, as_json: bool, run_id: str) -> None:
     """Ask a running recovery to stop after its in-flight batches."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import common, emit, fail
+from tidegate.cli import Argument, common, emit, fail
 
 if TYPE_CHECKING:
     from tidegate.ops.cascade import Cascade
@@ -17,7 +17,14 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("run_id", metavar="(RUN_ID | MODEL)", required=False)
+@click.argument(
+    "run_id",
+    metavar="(RUN_ID | MODEL)",
+    required=False,
+    cls=Argument,
+    help="A run, whose failed, skipped and never-started partitions are selected; or a model, "
+    "with --partitions.",
+)
 @click.option("--model", default=None, help="Which model, when the run wrote several.")
 @click.option("--partitions", default=None, help="Rerun this range instead (START..END).")
 @click.option("--version", "version_ref", default=None, help="Rerun with vN (default: active).")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import common, emit, fail
+from tidegate.cli import Argument, common, emit, fail
 
 if TYPE_CHECKING:
     from tidegate.domain.model import ModelSpec
@@ -18,7 +18,9 @@ SCHEMA = "tidegate.verify/v1"
 
 
 @click.command()
-@click.argument("model", required=False)
+@click.argument(
+    "model", required=False, cls=Argument, help="Only this model (default: every model)."
+)
 @click.option("--partitions", default=None, help="Only START..END of MODEL.")
 @click.option(
     "--checksums", is_flag=True, help="Compare the rows' checksums too (one pass per model)."

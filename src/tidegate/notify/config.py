@@ -37,18 +37,55 @@ class _Strict(BaseModel):
 
 
 class NotifyTarget(_Strict):
-    name: str = Field(pattern=IDENTIFIER)
-    kind: Literal["http", "file"]
-    url: str | None = None
-    path: str | None = None
-    # the name of an environment variable holding a bearer token: the secret itself never
-    # enters the configuration, the ledger or any output
-    token_env: str | None = Field(default=None, pattern=ENV_NAME)
-    timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    # retries wait base, 2 × base, 4 × base … up to max after each failed attempt
-    retry_base_seconds: float = Field(default=1.0, gt=0)
-    retry_max_seconds: float = Field(default=300.0, gt=0)
-    lineage: bool = False
+    """A `[[notify]]` table: where notices and OpenLineage events are delivered, through the
+    ledger's outbox (in order per target, retried until delivered)."""
+
+    name: str = Field(
+        pattern=IDENTIFIER,
+        description="What consumers (`notify = …`) and the outbox call the target; unique.",
+    )
+    kind: Literal["http", "file"] = Field(
+        description="`http`: a POST of each JSON document to `url`. `file`: one JSON document a "
+        "line appended to `path`."
+    )
+    url: str | None = Field(
+        default=None,
+        description="`http` (required): the endpoint, `http://` or `https://HOST/…`, with no "
+        "credentials in it. Redirects are not followed.",
+    )
+    path: str | None = Field(
+        default=None,
+        description="`file` (required): the file, relative to the project.",
+    )
+    token_env: str | None = Field(
+        default=None,
+        pattern=ENV_NAME,
+        description="`http`: the name of an environment variable holding a token, sent as "
+        "`Authorization: Bearer …`. The secret itself never enters the configuration, the "
+        "ledger, any output or a model's job.",
+    )
+    timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="How long one delivery may take before it counts as failed (at most 300).",
+    )
+    retry_base_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="The wait after the first failed delivery; each further failure doubles it "
+        "(base, 2 × base, 4 × base, …) up to `retry_max_seconds`.",
+    )
+    retry_max_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="The longest wait between two tries (not below `retry_base_seconds`).",
+    )
+    lineage: bool = Field(
+        default=False,
+        description="Whether the target receives every OpenLineage run event (`START`, "
+        "`COMPLETE`, `FAIL`) of `run`, `backfill`, `rerun` and `recover`.",
+    )
 
     @model_validator(mode="after")
     def _kind_fields(self) -> NotifyTarget:
@@ -69,10 +106,24 @@ class NotifyTarget(_Strict):
 
 
 class Consumer(_Strict):
-    name: str = Field(pattern=IDENTIFIER)
-    model: str = Field(pattern=IDENTIFIER)
-    notify: str = Field(pattern=IDENTIFIER)
-    ack: Literal["notified", "explicit"] = "notified"
+    """A `[[consumers]]` table: an external reader of a model's partitions."""
+
+    name: str = Field(
+        pattern=IDENTIFIER,
+        description="The consumer's name (`tidegate ack CONSUMER MODEL`); once per model.",
+    )
+    model: str = Field(pattern=IDENTIFIER, description="The model it reads.")
+    notify: str = Field(
+        pattern=IDENTIFIER,
+        description="The `[[notify]]` target (by name) that receives its `published`, `taint` "
+        "and `reread` notices.",
+    )
+    ack: Literal["notified", "explicit"] = Field(
+        default="notified",
+        description="When a partition counts as read (consumed, for the rerun judgment): once its "
+        "`published` notice is delivered (`notified`), or once `tidegate ack` records it "
+        "(`explicit`).",
+    )
 
 
 def check_references(targets: Sequence[NotifyTarget], consumers: Sequence[Consumer]) -> None:

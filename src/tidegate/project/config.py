@@ -36,7 +36,11 @@ class _Strict(BaseModel):
 
 
 class ProjectSection(_Strict):
-    name: str = Field(min_length=1)
+    """The project itself."""
+
+    name: str = Field(
+        min_length=1, description="The project's name, shown by `status`, the report and the UI."
+    )
 
 
 # the keys each warehouse engine takes, besides `engine`
@@ -53,26 +57,62 @@ class WarehouseSection(_Strict):
     PostgreSQL database (`engine = "postgres"`, `dsn`), or Parquet directories computed by
     Spark (`engine = "spark"`, `location`, `master` or `remote`, `catalog`)."""
 
-    engine: Literal["duckdb", "postgres", "spark"] = "duckdb"
-    path: str = "warehouse.duckdb"
-    # PostgreSQL: postgresql://USER@HOST:PORT/DATABASE, never with a password in it
-    dsn: str | None = None
-    # PostgreSQL: the schema of published tables, where models read sources and each other
-    db_schema: str = Field(default="public", alias="schema", pattern=IDENTIFIER.pattern)
-    # the name of an environment variable holding the password (of the PostgreSQL warehouse,
-    # or of Spark's catalog database): the secret itself never enters the configuration, the
-    # ledger or any output (libpq's PGPASSWORD and ~/.pgpass work too)
-    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    # Spark: a master URL (local[2], spark://HOST:PORT, yarn, …) or a Spark Connect server
-    master: str = Field(default="local[2]", min_length=1)
-    remote: str | None = None
-    # Spark: the warehouse's root directory (relative to the project, absolute, or a URI)
-    location: str = Field(default="warehouse", min_length=1)
-    # Spark: where publish pointers and commit markers live, postgresql://USER@HOST:PORT/DB
-    # (shared by machines); default a SQLite file under the location
-    catalog: str | None = None
-    # Spark: extra settings of the session (spark.executor.memory = "4g", …)
-    conf: dict[str, str | int | float | bool] = {}
+    engine: Literal["duckdb", "postgres", "spark"] = Field(
+        default="duckdb",
+        description="Where models run and publish: the embedded DuckDB file, a PostgreSQL "
+        "database or Spark. The other keys of the section depend on it.",
+    )
+    path: str = Field(
+        default="warehouse.duckdb",
+        description="DuckDB: the warehouse file, relative to the project.",
+    )
+    dsn: str | None = Field(
+        default=None,
+        description="PostgreSQL (required): the database, `postgresql://USER@HOST:PORT/DATABASE`. "
+        "A password in it (`user:secret@`, `?password=`) is refused: use `password_env`.",
+    )
+    db_schema: str = Field(
+        default="public",
+        alias="schema",
+        pattern=IDENTIFIER.pattern,
+        description="PostgreSQL: the schema of published tables, where models' unqualified names "
+        "(sources, other models) are looked up. Names starting with `_tidegate` or `pg_` are "
+        "reserved.",
+    )
+    password_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="PostgreSQL, or Spark with a PostgreSQL `catalog`: the name of an environment "
+        "variable holding the password. The secret itself never enters the configuration, the "
+        "ledger, any output or a model's job; libpq's `PGPASSWORD` and `~/.pgpass` work too.",
+    )
+    master: str = Field(
+        default="local[2]",
+        min_length=1,
+        description="Spark: the master URL (`local[2]`, `spark://HOST:PORT`, `yarn`, `k8s://…`). "
+        "Not with `remote`.",
+    )
+    remote: str | None = Field(
+        default=None,
+        description="Spark: a Spark Connect server, `sc://HOST:PORT`, used instead of `master`.",
+    )
+    location: str = Field(
+        default="warehouse",
+        min_length=1,
+        description="Spark: the warehouse's root directory: relative to the project, absolute, or "
+        "a URI Spark writes to (`s3a://bucket/lake`, `hdfs://…`; a URI needs `catalog`).",
+    )
+    catalog: str | None = Field(
+        default=None,
+        description="Spark: the database holding publish pointers and commit markers, "
+        "`postgresql://USER@HOST:PORT/DB`, shared by machines. Default: a SQLite file, "
+        "`<location>/_tidegate/catalog.sqlite`.",
+    )
+    conf: dict[str, str | int | float | bool] = Field(
+        default={},
+        description='Spark: more settings of the session (`{ "spark.executor.memory" = "4g" }`). '
+        "tidegate sets the time zone to UTC and ANSI mode on.",
+    )
 
     @field_validator("dsn", "catalog")
     @classmethod
@@ -141,13 +181,30 @@ class StateSection(_Strict):
     """The ledger: a SQLite file in the project (`path`, the default), or a PostgreSQL
     database shared by many machines (`url`)."""
 
-    path: str = ".tidegate/state.db"
-    url: str | None = None
-    # the PostgreSQL schema that holds the ledger's tables (created on first use)
-    db_schema: str = Field(default="tidegate_state", alias="schema", pattern=IDENTIFIER.pattern)
-    # the name of an environment variable holding the password: the secret itself never enters
-    # the configuration, the ledger or any output (libpq's PGPASSWORD and ~/.pgpass work too)
-    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    path: str = Field(
+        default=".tidegate/state.db",
+        description="The SQLite ledger file (WAL mode), relative to the project. Not with `url`.",
+    )
+    url: str | None = Field(
+        default=None,
+        description="A PostgreSQL ledger shared by many machines, "
+        "`postgresql://USER@HOST:PORT/DATABASE` (needs `tidegate[postgres]`). A password in it "
+        "is refused: use `password_env`.",
+    )
+    db_schema: str = Field(
+        default="tidegate_state",
+        alias="schema",
+        pattern=IDENTIFIER.pattern,
+        description="With `url`: the PostgreSQL schema that holds the ledger's tables (created "
+        "on first use).",
+    )
+    password_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="With `url`: the name of an environment variable holding the password. The "
+        "secret itself never enters the configuration, the ledger, any output or a model's job; "
+        "libpq's `PGPASSWORD` and `~/.pgpass` work too.",
+    )
 
     @model_validator(mode="after")
     def _postgres_fields(self) -> StateSection:
@@ -190,13 +247,32 @@ class SourceSection(_Strict):
     """A table of the warehouse (`table`, default the source's name), or files that tidegate
     reads through a view of that name (`path`: a file or a glob, relative to the project)."""
 
-    table: str | None = None
-    path: str | None = Field(default=None, min_length=1)
-    format: Literal["parquet", "csv", "json"] | None = None
-    time_column: str = Field(min_length=1)
-    # completeness: a partition whose window holds fewer source rows is skipped, never
-    # published (0 turns the check off, e.g. for sources that are legitimately empty some days)
-    min_rows: int = Field(default=1, ge=0)
+    table: str | None = Field(
+        default=None,
+        description="The warehouse table the source is (default: the source's name). Not with "
+        "`path`.",
+    )
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Files instead of a table (DuckDB warehouse only): a file or a glob, relative "
+        "to the project, read through a view named like the source.",
+    )
+    format: Literal["parquet", "csv", "json"] | None = Field(
+        default=None,
+        description="The files' format, when `path` does not end in `.parquet`, `.pq`, `.csv`, "
+        "`.tsv`, `.json`, `.jsonl` or `.ndjson` (optionally followed by `.gz` or `.zst`).",
+    )
+    time_column: str = Field(
+        min_length=1,
+        description="The column that places a row in time: which rows a partition's window covers.",
+    )
+    min_rows: int = Field(
+        default=1,
+        ge=0,
+        description="Completeness: a partition whose window holds fewer source rows is skipped, "
+        "never published (0 turns the check off, for a source legitimately empty some days).",
+    )
 
     @model_validator(mode="after")
     def _files(self) -> SourceSection:
@@ -220,34 +296,78 @@ def file_format(path: str) -> str | None:
 
 
 class RerunSection(_Strict):
-    # a rerun of more partitions than this needs `--approve "reason"`
-    max_partitions: int = Field(default=31, ge=1)
-    # rerunning a partition a consumer (a downstream model or a registered consumer) already
-    # read needs `--approve "reason"`
-    approve_consumed: bool = True
+    """What a rerun may do without `--approve "reason"`."""
+
+    max_partitions: int = Field(
+        default=31,
+        ge=1,
+        description='A rerun of more partitions than this needs `--approve "reason"`.',
+    )
+    approve_consumed: bool = Field(
+        default=True,
+        description="Whether rerunning a partition that a consumer (a downstream model or a "
+        'registered consumer) already read needs `--approve "reason"`.',
+    )
 
 
 class TaintSection(_Strict):
-    # a partition whose upstream input is tainted: skipped (block) or published tainted (warn)
-    downstream: TaintPolicy = TaintPolicy.BLOCK
+    """What a run does with a partition whose upstream input is tainted."""
+
+    downstream: TaintPolicy = Field(
+        default=TaintPolicy.BLOCK,
+        description="A partition whose upstream input is tainted: skipped (`block`), or published "
+        "and tainted too (`warn`).",
+    )
 
 
 class LimitsSection(_Strict):
-    # a model file larger than this is refused before it is parsed: a megabyte of SQL takes
-    # seconds and hundreds of megabytes to parse, on every command
-    model_file_bytes: int = Field(default=1_000_000, ge=1, strict=True)
+    """Bounds on what tidegate reads."""
+
+    model_file_bytes: int = Field(
+        default=1_000_000,
+        ge=1,
+        strict=True,
+        description="A model file larger than this many bytes is refused before it is parsed (a "
+        "megabyte of SQL takes seconds and hundreds of megabytes to parse, on every command).",
+    )
 
 
 class ProjectFile(_Strict):
-    project: ProjectSection
-    warehouse: WarehouseSection = WarehouseSection()
-    state: StateSection = StateSection()
-    sources: dict[str, SourceSection] = {}
-    rerun: RerunSection = RerunSection()
-    taint: TaintSection = TaintSection()
-    limits: LimitsSection = LimitsSection()
-    notify: tuple[NotifyTarget, ...] = ()
-    consumers: tuple[Consumer, ...] = ()
+    """tidegate.toml as a whole: its sections and tables."""
+
+    project: ProjectSection = Field(description="The project: its name.")
+    warehouse: WarehouseSection = Field(
+        default=WarehouseSection(),
+        description="Where models run and publish (default: the DuckDB file `warehouse.duckdb`).",
+    )
+    state: StateSection = Field(
+        default=StateSection(),
+        description="The ledger (default: the SQLite file `.tidegate/state.db`).",
+    )
+    sources: dict[str, SourceSection] = Field(
+        default={},
+        description="The external tables (or files) models read, one `[sources.NAME]` table "
+        "each; tidegate never writes them.",
+    )
+    rerun: RerunSection = Field(
+        default=RerunSection(), description="What a rerun may do without approval."
+    )
+    taint: TaintSection = Field(
+        default=TaintSection(), description="How runs treat tainted upstream input."
+    )
+    limits: LimitsSection = Field(
+        default=LimitsSection(), description="Bounds on what tidegate reads."
+    )
+    notify: tuple[NotifyTarget, ...] = Field(
+        default=(),
+        description="Notification targets, one `[[notify]]` table each: HTTP endpoints or files "
+        "that receive notices and OpenLineage events.",
+    )
+    consumers: tuple[Consumer, ...] = Field(
+        default=(),
+        description="External readers of a model, one `[[consumers]]` table each: told of "
+        "publishes, taints and re-reads; what they read counts as consumed for reruns.",
+    )
 
     @model_validator(mode="after")
     def _notify_references(self) -> ProjectFile:

@@ -21,68 +21,126 @@ class _Strict(BaseModel):
 
 
 class _Check(_Strict):
-    name: str | None = None
-    severity: Literal["blocking", "warn"] = "blocking"
+    name: str | None = Field(
+        default=None,
+        description="The check's name in results and messages, a plain identifier unique in the "
+        "model (default: the type and the columns, `unique_order_date_status`).",
+    )
+    severity: Literal["blocking", "warn"] = Field(
+        default="blocking",
+        description="`blocking`: a failure stops the partition's publish. `warn`: it is "
+        "recorded and shown, and the partition is published.",
+    )
 
 
 class NotNullCheck(_Check):
-    type: Literal["not_null"]
-    columns: list[str] = Field(min_length=1)
+    """No row holds NULL in any of the columns."""
+
+    type: Literal["not_null"] = Field(description="`not_null`.")
+    columns: list[str] = Field(min_length=1, description="The columns that must not be NULL.")
 
 
 class UniqueCheck(_Check):
-    type: Literal["unique"]
-    columns: list[str] = Field(min_length=1)
+    """No two rows of a partition share the values of the columns."""
+
+    type: Literal["unique"] = Field(description="`unique`.")
+    columns: list[str] = Field(
+        min_length=1, description="The columns whose values together identify a row."
+    )
 
 
 class AcceptedValuesCheck(_Check):
-    type: Literal["accepted_values"]
-    column: str
-    values: list[str | int | float] = Field(min_length=1)
+    """Every value of the column is one of the listed values."""
+
+    type: Literal["accepted_values"] = Field(description="`accepted_values`.")
+    column: str = Field(description="The column checked.")
+    values: list[str | int | float] = Field(min_length=1, description="The values it may hold.")
 
 
 class RowCountCheck(_Check):
-    """Absolute (`min`, `max`), or relative to a baseline (`relative_to`, ratios): which
-    combinations make sense is the loader's to judge, with the line of the offending key."""
+    """The partition's row count: absolute (`min`, `max`), or relative to a baseline
+    (`relative_to`, with `min_ratio` and/or `max_ratio`)."""
 
-    type: Literal["row_count"]
-    min: int | None = Field(default=None, ge=0)
-    max: int | None = Field(default=None, ge=0)
-    relative_to: Literal["previous", "source"] | None = None
-    source: str | None = None
-    min_ratio: float | None = None
-    max_ratio: float | None = None
+    # which combinations make sense is the loader's to judge, with the line of the offending key
+    type: Literal["row_count"] = Field(description="`row_count`.")
+    min: int | None = Field(
+        default=None, ge=0, description="Absolute: the fewest rows a partition may hold."
+    )
+    max: int | None = Field(
+        default=None, ge=0, description="Absolute: the most rows a partition may hold."
+    )
+    relative_to: Literal["previous", "source"] | None = Field(
+        default=None,
+        description="Relative: against the same model's previous published partition "
+        "(`previous`; none published passes), or the source rows in the partition's window "
+        "(`source`, with `source`).",
+    )
+    source: str | None = Field(
+        default=None,
+        description='With `relative_to = "source"`: the source (one the model reads) whose rows '
+        "in the window are the baseline.",
+    )
+    min_ratio: float | None = Field(
+        default=None, description="Relative: the smallest rows / baseline ratio (above 0)."
+    )
+    max_ratio: float | None = Field(
+        default=None, description="Relative: the largest rows / baseline ratio (above 0)."
+    )
 
 
 class ExpressionCheck(_Check):
-    type: Literal["expression"]
-    expression: str = Field(min_length=1)
+    """A predicate every row must satisfy."""
+
+    type: Literal["expression"] = Field(description="`expression`.")
+    expression: str = Field(
+        min_length=1,
+        description="An SQL predicate over the model's declared columns only "
+        "(`net_revenue <= gross_revenue`).",
+    )
 
 
 # Ranges of the new kinds' numbers are checked by the loader, which can point at the key's line
 # inside its own [[checks]] table (a pydantic location names only the key).
 class NullRatioCheck(_Check):
-    type: Literal["null_ratio"]
-    column: str
-    max: float
+    """The fraction of the partition's rows where the column is NULL stays at most `max`."""
+
+    type: Literal["null_ratio"] = Field(description="`null_ratio`.")
+    column: str = Field(description="The column measured.")
+    max: float = Field(description="The largest fraction of NULL rows, from 0 to 1.")
 
 
 class DistinctCountCheck(_Check):
-    type: Literal["distinct_count"]
-    columns: list[str] = Field(min_length=1)
-    min: int | None = None
-    max: int | None = None
+    """The number of distinct values (tuples of the columns; those with a NULL part not
+    counted) lies between `min` and `max`; at least one of them is needed."""
+
+    type: Literal["distinct_count"] = Field(description="`distinct_count`.")
+    columns: list[str] = Field(min_length=1, description="The columns whose values are counted.")
+    min: int | None = Field(default=None, description="The fewest distinct values (0 or more).")
+    max: int | None = Field(default=None, description="The most distinct values (0 or more).")
 
 
 class FreshnessCheck(_Check):
-    type: Literal["freshness"]
-    column: str
-    max_age: str
+    """The newest value of the column is at least the partition's end minus `max_age` (time
+    grains only)."""
+
+    type: Literal["freshness"] = Field(description="`freshness`.")
+    column: str = Field(description="A DATE or TIMESTAMP column of the model.")
+    max_age: str = Field(
+        description="How old the newest value may be: a number and a unit, `s`, `m`, `h` or `d` "
+        "(`26h`)."
+    )
 
 
 class QueryCheck(_Check):
-    type: Literal["query"]
-    sql: str = Field(min_length=1)
+    """A SELECT returning the violating rows: each row it returns fails its own partition (a
+    row with no partition value fails every partition of the batch)."""
+
+    type: Literal["query"] = Field(description="`query`.")
+    sql: str = Field(
+        min_length=1,
+        description="One SELECT without parameters that reads only `this` (the staged rows) and "
+        "tables the model reads, and returns the partition column.",
+    )
 
 
 CheckDecl = Annotated[
@@ -100,105 +158,245 @@ CheckDecl = Annotated[
 
 
 class ReconciliationDecl(_Strict):
-    name: str = Field(min_length=1)
-    source: str = Field(min_length=1)
-    source_expression: str = Field(min_length=1)
-    target_expression: str = Field(min_length=1)
-    tolerance: float = Field(default=0, ge=0)
+    """A `[[reconciliations]]` table: an aggregate of what the model reads compared with an
+    aggregate of what it wrote, per partition; a mismatch fails the partition."""
+
+    name: str = Field(min_length=1, description="The reconciliation's name in results.")
+    source: str = Field(
+        min_length=1, description="A source or upstream model the model reads: the input side."
+    )
+    source_expression: str = Field(
+        min_length=1,
+        description="An aggregate over the source's rows in the partition's window "
+        "(`sum(gross_amount - discount - refund)`).",
+    )
+    target_expression: str = Field(
+        min_length=1,
+        description="An aggregate over the partition's output rows, of the model's declared "
+        "columns only (`sum(net_revenue)`).",
+    )
+    tolerance: float = Field(
+        default=0,
+        ge=0,
+        description="How far the two may differ (default 0: exact).",
+    )
 
 
 class Declaration(_Strict):
     """What every kind of model declares."""
 
-    grain: Grain
-    time_column: str | None = None
-    key_column: str | None = None
-    keys: list[str] = []
-    # grain "key": the column of each source (by name) that holds the model's keys; a key
-    # partition then reads, fingerprints and reconciles with only the rows holding its key
-    key_sources: dict[str, str] = {}
-    start: str | None = None
-    # the rows a partition must hold for a downstream model to read it (None: the smallest
-    # min_rows of what the model reads)
-    min_rows: int | None = Field(default=None, ge=0)
+    grain: Grain = Field(
+        description="What one partition is: an `hour`, `day` or `month` of time, a `key` of a "
+        "declared list, a `range` of an integer key (update models) or a `cursor` interval."
+    )
+    time_column: str | None = Field(
+        default=None,
+        description="Time grains (required): the output column that holds the partition's time.",
+    )
+    key_column: str | None = Field(
+        default=None,
+        description="Grain `key` or `range` (required): the column that holds the partition's key.",
+    )
+    keys: list[str] = Field(
+        default=[],
+        description="Grain `key` (required): the keys, one partition each (`$key` in the SQL).",
+    )
+    # the rows of a key partition: read, fingerprinted and reconciled with only those
+    key_sources: dict[str, str] = Field(
+        default={},
+        description="Grain `key`: for a source (by name), the column that holds the model's keys; "
+        "a key partition then reads only the rows holding its key. A source not named is read "
+        "whole by every key.",
+    )
+    start: str | None = Field(
+        default=None, description='Time grains: the first partition (`"2025-01-01"`).'
+    )
+    min_rows: int | None = Field(
+        default=None,
+        ge=0,
+        description="The rows a partition must hold for a downstream model to read it. Default: "
+        "the smallest `min_rows` of the sources and models it reads. It does not stop the "
+        "model's own publish (a `row_count` check does).",
+    )
     # "update" is for update models (UpdateHeader): the loader says so to an SQL model
-    write_mode: Literal["overwrite", "merge", "append", "update"] = "overwrite"
-    unique_key: list[str] = []
-    schedule: str | None = None
-    columns: dict[str, str] = Field(min_length=1)
-    # column → the date until which readers may still rely on it (a compatibility window)
-    deprecated: dict[str, str] = {}
-    checks: list[CheckDecl] = []
-    reconciliations: list[ReconciliationDecl] = []
-    # grain "cursor": the source column the cursor measures (the output carries it too), the
-    # source (needed when the model reads several), where a version starts, the lag rule and
-    # the most rows one batch processes
-    cursor_column: str | None = None
-    cursor_source: str | None = None
-    cursor_start: int | str | None = None
-    cursor_lag: int | str | None = None
-    cursor_batch_rows: int | None = Field(default=None, gt=0)
-    # no two source rows share a cursor value (an id from a sequence): a run may go up to the
-    # newest value instead of leaving it to the next run
-    cursor_unique: bool | None = None
+    write_mode: Literal["overwrite", "merge", "append", "update"] = Field(
+        default="overwrite",
+        description="How a publish treats the rows a partition holds: replaced (`overwrite`), "
+        "upserted by `unique_key` (`merge`), added to (`append`), or, for an update model, "
+        "columns of an existing table set in place (`update`).",
+    )
+    unique_key: list[str] = Field(
+        default=[],
+        description="The columns that identify a row (`NOT NULL` for `merge` and `append`); "
+        "`merge` needs it, and staged rows must hold each key once per partition.",
+    )
+    schedule: str | None = Field(
+        default=None,
+        description='A cron expression in UTC (`"0 2 * * *"`): a partition is due for `run` when '
+        "it fires after the partition's period ends.",
+    )
+    columns: dict[str, str] = Field(
+        min_length=1,
+        description='The contract: each output column and its type (`"DECIMAL(18, 2) NOT '
+        'NULL"`), enforced on every write.',
+    )
+    deprecated: dict[str, str] = Field(
+        default={},
+        description="A compatibility window: for a column, the date (UTC) until which readers "
+        "may still rely on it; after it, a version may remove or retype the column.",
+    )
+    checks: list[CheckDecl] = Field(
+        default=[],
+        description="Data checks judged per partition before publish, one `[[checks]]` table each.",
+    )
+    reconciliations: list[ReconciliationDecl] = Field(
+        default=[],
+        description="Input-to-output comparisons per partition, one `[[reconciliations]]` table "
+        "each.",
+    )
+    cursor_column: str | None = Field(
+        default=None,
+        description="Grain `cursor` (required): the source column the cursor measures, an "
+        "integer or a TIMESTAMP, `NOT NULL`; the output carries it too.",
+    )
+    cursor_source: str | None = Field(
+        default=None,
+        description="Grain `cursor`: the source the cursor measures (needed when the model reads "
+        "several).",
+    )
+    cursor_start: int | str | None = Field(
+        default=None,
+        description='Grain `cursor`: where this version starts (an integer, or `"2026-01-01 '
+        '00:00:00"`) until it has published, instead of the committed cursor.',
+    )
+    cursor_lag: int | str | None = Field(
+        default=None,
+        description='Grain `cursor`: the lag rule, ids or a duration for timestamps (`"30s"`): '
+        "the watermark stays this far below the newest value.",
+    )
+    cursor_batch_rows: int | None = Field(
+        default=None,
+        gt=0,
+        description="Grain `cursor`: the most source rows one batch processes (default: one "
+        "batch).",
+    )
+    cursor_unique: bool | None = Field(
+        default=None,
+        description="Grain `cursor`: no two source rows share a cursor value (an id from a "
+        "sequence), so a run may go up to the newest value instead of leaving it to the next run.",
+    )
 
 
 class ModelHeader(Declaration):
     """An SQL model's header: what it reads is inferred from its SELECT."""
 
-    kind: Literal["sql"] = "sql"
+    kind: Literal["sql"] = Field(default="sql", description="`sql`, implied by the `.sql` file.")
 
 
 class ProgramHeader(Declaration):
     """A model that is not one SELECT declares what it reads: tidegate cannot infer it."""
 
-    upstream: list[str] = []
-    sources: list[str] = []
+    upstream: list[str] = Field(
+        default=[], description="The models it reads (tidegate cannot infer them)."
+    )
+    sources: list[str] = Field(
+        default=[],
+        description="The sources of tidegate.toml it reads (tidegate cannot infer them).",
+    )
 
 
 class PythonHeader(ProgramHeader):
-    kind: Literal["python"] = "python"
-    # installed packages whose versions take part in the fingerprint
-    packages: list[str] = []
+    """A Python model's declaration: the keyword arguments of `@tidegate.model(...)`."""
+
+    kind: Literal["python"] = Field(
+        default="python", description="`python`, implied by the `.py` file."
+    )
+    packages: list[str] = Field(
+        default=[],
+        description="Installed packages whose versions take part in the fingerprint.",
+    )
 
 
 class JobHeader(ProgramHeader):
     """A model whose rows an external process computes (a command or dbt): its environment and
     time limit."""
 
-    # variables set for the job; values may reference tidegate's environment as ${NAME}
-    env: dict[str, str] = {}
-    # variables of tidegate's environment the job gets as they are, when set
-    env_passthrough: list[str] = []
-    timeout_seconds: float | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(
+        default={},
+        description="Variables set for the job; values may reference tidegate's environment as "
+        "`${NAME}` (recorded as `***`). tidegate's secrets are refused.",
+    )
+    env_passthrough: list[str] = Field(
+        default=[],
+        description="Variables of tidegate's environment the job gets as they are, when set "
+        "(`AWS_PROFILE`). tidegate's secrets are refused.",
+    )
+    timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="The job's time limit; past it, its whole process group is killed and the "
+        "attempt fails (default: none).",
+    )
 
 
 class CommandHeader(JobHeader):
-    kind: Literal["command"] = "command"
-    command: list[str] = Field(min_length=1)
+    """A command model's declaration: `models/NAME.toml`."""
+
+    kind: Literal["command"] = Field(
+        default="command", description="`command`, the default of a `models/NAME.toml`."
+    )
+    command: list[str] = Field(
+        min_length=1,
+        description="The command line, run in the project folder, with placeholders `{start}`, "
+        "`{end}`, `{key}`, `{output}`, `{inputs}`, `{model}` and `{python}`.",
+    )
 
 
 class DbtHeader(JobHeader):
     """A model of a dbt project, run by tidegate's own dbt (dbt-duckdb, external
     materialization into the output folder)."""
 
-    kind: Literal["dbt"]
-    # the dbt project's folder, relative to the tidegate project, and the model to run
-    dbt_project: str = Field(min_length=1)
-    dbt_model: str = Field(min_length=1)
+    kind: Literal["dbt"] = Field(description="`dbt` (required).")
+    dbt_project: str = Field(
+        min_length=1, description="The dbt project's folder, relative to the tidegate project."
+    )
+    dbt_model: str = Field(
+        min_length=1, description="The dbt model to run (`dbt run --select MODEL`)."
+    )
 
 
 class UpdateHeader(Declaration):
     """An update model: columns of an existing table set, one key range per transaction, to
     SQL expressions over the row's own columns (`[set]`)."""
 
-    table: str = Field(min_length=1)
-    chunk_size: int = Field(gt=0)
-    assignments: dict[str, str] = Field(alias="set", min_length=1)
+    table: str = Field(
+        min_length=1,
+        description="The existing table to update; tidegate never creates, drops or replaces it.",
+    )
+    chunk_size: int = Field(
+        gt=0,
+        description="The keys in one partition: `[k, k + chunk_size)`, `k` a multiple of it.",
+    )
+    assignments: dict[str, str] = Field(
+        alias="set",
+        min_length=1,
+        description="The `[set]` table: each column to set, with an SQL expression over the "
+        "row's own columns.",
+    )
     # what the table holds: no contract to declare
-    columns: dict[str, str] = {}
-    lock_timeout: str | None = None
-    statement_timeout: str | None = None
+    columns: dict[str, str] = Field(
+        default={}, description="Not for update models: the table holds its own columns."
+    )
+    lock_timeout: str | None = Field(
+        default=None,
+        description='PostgreSQL: the bound on each lock wait of a statement (`"2s"`); '
+        "`backfill --lock-timeout` overrides it.",
+    )
+    statement_timeout: str | None = Field(
+        default=None,
+        description='PostgreSQL: the bound on each statement of a range\'s transaction (`"30s"`); '
+        "`backfill --statement-timeout` overrides it.",
+    )
 
 
 Header = TypeVar("Header", bound=Declaration)
