@@ -11,6 +11,7 @@ from tidegate.domain.checks import contract_result, duration_seconds, judge
 from tidegate.domain.model import CheckSpec, Severity
 from tidegate.domain.partitions import Grain, parse_partition
 from tidegate.execution.audit import judge_all
+from tidegate.sql.statements import is_time_type
 
 DAY1 = parse_partition("2025-03-01", Grain.DAY)
 DAY2 = parse_partition("2025-03-02", Grain.DAY)
@@ -107,6 +108,10 @@ def test_null_ratio(nulls: int, rows: int, passed: bool, measured: str) -> None:
         )
 
 
+# what a failed distinct_count says it expected, by its (min, max)
+EXPECTED = {(2, None): "at least 2", (None, 3): "at most 3"}
+
+
 @pytest.mark.parametrize(
     ("low", "high", "measured", "passed"),
     [
@@ -124,7 +129,7 @@ def test_distinct_count_bounds_are_inclusive(
     result = judge(check("distinct_count", columns=["a", "b"], **params), measured)
     assert (result.passed, result.measured) == (passed, str(measured))
     if not passed:
-        assert result.message == f"{measured} distinct value(s), expected within [{low}, {high}]"
+        assert result.message == f"{measured} distinct value(s), expected {EXPECTED[(low, high)]}"
 
 
 def test_freshness_is_judged_against_the_partition_end() -> None:
@@ -205,3 +210,21 @@ def test_each_partition_is_judged_against_its_own_baseline() -> None:
     assert found[DAY2.start][spec.name].message == (
         "10 rows, 0.25 of previous partition's 40 (min ratio 0.5)"
     )
+
+
+@pytest.mark.parametrize(
+    ("column_type", "holds_time"),
+    [
+        ("DATE", True),
+        ("TIMESTAMP", True),
+        ("TIMESTAMP WITH TIME ZONE", True),
+        ("TIMESTAMPTZ", True),
+        ("TIMESTAMP_MS", True),
+        ("VARCHAR", False),
+        ("BIGINT", False),
+    ],
+)
+def test_a_freshness_check_takes_every_date_and_timestamp_type(
+    column_type: str, holds_time: bool
+) -> None:
+    assert is_time_type(column_type) is holds_time

@@ -55,6 +55,10 @@ def test_a_failing_warn_check_does_not_block(kind: str) -> None:
     assert not result.blocks
 
 
+# what a failed bounds check says it expected, by its (min, max)
+EXPECTED = {(1, 1): "within [1, 1]", (None, 10): "at most 10", (5, None): "at least 5"}
+
+
 @pytest.mark.parametrize(
     ("low", "high", "measured", "passed"),
     [
@@ -80,7 +84,7 @@ def test_row_count_bounds_are_inclusive(
     if passed:
         assert result.message == "ok"
     else:
-        assert result.message == f"{measured} rows, expected within [{low}, {high}]"
+        assert result.message == f"{measured} rows, expected {EXPECTED[(low, high)]}"
 
 
 def test_unknown_and_contract_kinds_are_not_judged_from_a_number() -> None:

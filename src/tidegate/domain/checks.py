@@ -84,7 +84,7 @@ def judge(
         low, high = check.params.get("min"), check.params.get("max")
         passed = (low is None or value >= low) and (high is None or value <= high)
         noun = "rows" if check.kind == "row_count" else "distinct value(s)"
-        message = "ok" if passed else f"{value} {noun}, expected within [{low}, {high}]"
+        message = "ok" if passed else f"{value} {noun}, expected {_bounds(low, high)}"
     elif check.kind == "null_ratio":
         ratio = value / rows if rows else 0.0
         text = _number(ratio)
@@ -153,3 +153,11 @@ def contract_result(problems: list[str]) -> CheckResult:
         measured=str(len(problems)),
         message="ok" if not problems else "; ".join(problems),
     )
+
+
+def _bounds(low: int | None, high: int | None) -> str:
+    if high is None:
+        return f"at least {low}"
+    if low is None:
+        return f"at most {high}"
+    return f"within [{low}, {high}]"

@@ -401,6 +401,8 @@ _INSTANT_TYPES = frozenset(
         exp.DataType.Type.DATE,
         exp.DataType.Type.DATETIME,
         exp.DataType.Type.TIMESTAMP,
+        # sqlglot 30 reads DuckDB's TIMESTAMP as a timestamp without a time zone
+        exp.DataType.Type.TIMESTAMPNTZ,
         exp.DataType.Type.TIMESTAMPTZ,
         exp.DataType.Type.TIMESTAMPLTZ,
         exp.DataType.Type.TIMESTAMP_S,
