@@ -304,3 +304,29 @@ def test_a_writer_holding_the_warehouse_makes_verify_busy(january: Path) -> None
     finally:
         holder.kill()
         holder.wait()
+
+
+JANUARY_15 = 1736899200  # 2025-01-15T00:00:00Z
+
+
+@pytest.mark.parametrize("repaired_first", [False, True], ids=["start-up marks", "verify marks"])
+@pytest.mark.parametrize("as_of", [None, "2025-02-01T03:00:00Z"], ids=["now", "as-of"])
+def test_a_partition_republished_after_its_table_was_dropped_is_no_longer_marked(
+    january: Path, as_of: str | None, repaired_first: bool
+) -> None:
+    """The dropped table's partitions are marked missing, by `verify --repair` at today's date
+    or by the run's own start-up check; the partition the run then republishes is right again,
+    whatever clock the run is on (`--as-of` fixes its every instant, the start-up mark's too,
+    and puts it before today's), while the others stay marked."""
+    warehouse_execute(january, "DROP TABLE daily_revenue")
+    if repaired_first:
+        check(january, "--repair", code=1)
+    clock = ("--as-of", as_of) if as_of else ()
+    cli(january, "run", "daily_revenue", "--partition", "2025-01-15", *clock)
+    still = ledger(
+        january,
+        "SELECT partition_start FROM tainted_partitions WHERE cleared_at IS NULL "
+        "AND model = 'daily_revenue'",
+    )
+    assert len(still) == 30
+    assert JANUARY_15 not in {start for (start,) in still}

@@ -180,10 +180,14 @@ class TaintStoreContract:
         self, lineage: StateStore
     ) -> None:
         store = lineage
-        store.taint(taint("taint-1", T0 + DAY, T0 + 2 * DAY), ORDER, PARENTS)
+        # ids carry the real instant they were made: the order of a declaration and an
+        # attempt's start, whatever clock (--as-of) each command ran on
+        declared = "taint-20260101T120000000000Z-0000aa"
+        store.taint(taint(declared, T0 + DAY, T0 + 2 * DAY), ORDER, PARENTS)
         # begun before the taint was declared: it may have read what the taint is about
-        store.create_attempt(attempt("att-d1-early", RUN_A, 1))
-        _publish(store, "att-d1-early")
+        early = "att-20260101T115959000000Z-0000bb"
+        store.create_attempt(replace(attempt(early, RUN_A, 1), started_at=LATEST))
+        _publish(store, early)
         assert [t.mark.attempt_id for t in store.open_taints("daily_revenue")] == ["att-d1"]
         # a merge keeps the rows the mark is about
         store.save_version(MERGE)

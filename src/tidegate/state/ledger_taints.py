@@ -77,14 +77,18 @@ MADE_BY = (
 )
 
 # The marks a publish of :attempt clears, when it replaces its partition whole (see
-# replaces_whole): those on that partition made before the attempt began (one computed before
-# the taint was declared may have read what the taint is about).
+# replaces_whole): those on that partition whose taint was declared before the attempt began
+# (one computed before the taint was declared may have read what the taint is about). The
+# order is that of the ids, which carry the real instant they were made (`taint-`/`stale-`
+# then that instant, `att-` then its own): the ledger's times follow each command's clock, and
+# a command run `--as-of` a past day would otherwise never clear a mark made today, nor one its
+# own start-up made at the very instant of its fixed clock.
 CLEAR_REPLACED = (
     "UPDATE tainted_partitions SET cleared_at = :at, cleared_by = :attempt "
     "WHERE cleared_at IS NULL AND attempt_id <> :attempt "
     "AND (model, partition_start) = "
     " (SELECT model, partition_start FROM attempts WHERE attempt_id = :attempt) "
-    "AND marked_at < (SELECT started_at FROM attempts WHERE attempt_id = :attempt)"
+    "AND substr(taint_id, 7, 21) < substr(:attempt, 5, 21)"
 )
 
 # An attempt on publishing inherits the open marks of the upstream partitions it read.
