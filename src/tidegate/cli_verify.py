@@ -122,6 +122,7 @@ def verify_doc(done: Verified) -> dict[str, Any]:
         "clean": not findings,
         "models": models,
         "findings": findings,
+        "marked": done.marked,
         "repaired": [
             {
                 "model": r.model,
@@ -142,6 +143,7 @@ def rebuilt_doc(project: str, rebuilt: Rebuilt) -> dict[str, Any]:
         "clean": True,
         "models": [],
         "findings": [],
+        "marked": {},
         "repaired": [],
         "rebuilt": {
             "project": project,

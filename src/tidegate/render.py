@@ -525,6 +525,12 @@ def verify(document: dict[str, Any]) -> None:
         )
     else:
         console.print("republish them with `tidegate backfill MODEL --partitions R --stale-only`")
+    for model, kinds in (document.get("marked") or {}).items():
+        shown = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+        console.print(
+            f"{model}: the ledger marks {shown} partition(s) not right; "
+            f"`tidegate recover {model}` recomputes them"
+        )
 
 
 def _runs_of(findings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

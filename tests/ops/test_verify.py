@@ -330,3 +330,12 @@ def test_a_partition_republished_after_its_table_was_dropped_is_no_longer_marked
     )
     assert len(still) == 30
     assert JANUARY_15 not in {start for (start,) in still}
+    # the warehouse holds what the ledger records, and verify says what is still marked
+    found = check(january)
+    assert found["clean"] and found["marked"] == {"daily_revenue": {"missing": 30}}
+    human = tidegate("verify", "--project", january)
+    assert human.exit_code == 0, human.stderr
+    assert (
+        "daily_revenue: the ledger marks 30 missing partition(s) not right; "
+        "`tidegate recover daily_revenue` recomputes them"
+    ) in " ".join(human.stdout.split())

@@ -49,6 +49,9 @@ class ModelReport:
 class Verified:
     models: tuple[ModelReport, ...]
     repaired: tuple[Marked, ...]
+    # the verified models' partitions the ledger marks not right (taint, stale, diverged,
+    # missing), after any repair: a clean warehouse may still hold partitions known to be wrong
+    marked: dict[str, dict[str, int]]
 
     @property
     def findings(self) -> list[Finding]:
@@ -85,10 +88,15 @@ def verify(
         )
     finally:
         engine.close()
-    verified = Verified(reports, ())
-    if not repair:
-        return verified
-    return Verified(reports, tuple(_repair(ctx, specs, verified.findings)))
+    findings = [f for report in reports for f in report.findings]
+    repaired = tuple(_repair(ctx, specs, findings)) if repair else ()
+    counts = ctx.state.tainted_counts()
+    marked = {
+        name: {kind.value: count for kind, count in sorted(counts[name].items())}
+        for name in names
+        if name in counts
+    }
+    return Verified(reports, repaired, marked)
 
 
 def _spec(ctx: Context, name: str) -> ModelSpec:
