@@ -15,6 +15,7 @@ from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.model import CheckSpec, ModelSpec, Reconciliation, Source
 from tidegate.domain.partitions import (
     EVERYTHING,
+    Grain,
     IntervalSet,
     PartitionKey,
     PartitionRange,
@@ -82,7 +83,9 @@ def read_inputs(
     for source in (sources[name] for name in spec.sources):
         rules = [r for r in spec.reconciliations if r.source == source.name]
         if spec.keys:
-            column = spec.key_column_in(source.name)
+            # a whole-table model reads every row, and reconciles with all of them: the
+            # partition predicate of no column holds every row
+            column = "" if spec.grain is Grain.TABLE else spec.key_column_in(source.name)
             for partition in partitions:
                 keyed = _key_rows(engine, spec, source, column, partition, rules)
                 source_values.setdefault(partition.start, {}).update(keyed.values)
