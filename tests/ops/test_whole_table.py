@@ -152,6 +152,16 @@ def test_a_failing_blocking_check_leaves_the_published_rows(project: Path) -> No
     assert gate["passed"] is False
 
 
+def test_an_empty_source_skips_it_and_keeps_the_published_rows(project: Path) -> None:
+    rows = warehouse_rows(project, PUBLISHED)
+    warehouse_execute(project, "DELETE FROM orders")
+    ran = doc(project, "run", "customers_summary", "--partition", "all", code=1)
+    [part] = ran["partitions"]
+    assert part["state"] == "skipped"
+    assert part["reason"] == "source orders has 0 row(s) (at least 1 expected)"
+    assert warehouse_rows(project, PUBLISHED) == rows
+
+
 def test_validate_and_diff_compare_the_whole_table(project: Path) -> None:
     summary = project / "models" / "customers_summary.sql"
     summary.write_text(summary.read_text().replace("FROM orders\n", "FROM orders\nWHERE true\n"))

@@ -90,10 +90,11 @@ def read_inputs(
                 keyed = _key_rows(engine, spec, source, column, partition, rules)
                 source_values.setdefault(partition.start, {}).update(keyed.values)
                 if column is not None and keyed.checksum.rows < source.min_rows:
+                    held = f" holding key {partition.label(spec.keys)}" if column else ""
                     missing.setdefault(
                         partition.start,
-                        f"source {source.name} has {keyed.checksum.rows} row(s) holding key "
-                        f"{partition.label(spec.keys)} (at least {source.min_rows} expected)",
+                        f"source {source.name} has {keyed.checksum.rows} row(s){held} "
+                        f"(at least {source.min_rows} expected)",
                     )
                     continue
                 source_rows += keyed.checksum.rows
