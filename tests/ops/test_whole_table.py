@@ -63,6 +63,7 @@ ORACLE = (
     "SELECT status, count(*), CAST(sum(gross_amount) AS DECIMAL(18, 2)) FROM orders "
     "GROUP BY status ORDER BY status"
 )
+MODEL = "customers_summary"
 PUBLISHED = "SELECT status, order_count, gross FROM customers_summary ORDER BY status"
 
 
@@ -275,3 +276,28 @@ def test_a_partition_other_than_all_is_refused(project: Path) -> None:
         "error: partition '2025-01-01' is not a partition of a whole-table model: its one "
         "partition is 'all'"
     )
+
+
+def test_a_python_model_cannot_be_a_whole_table_yet(tmp_path: Path) -> None:
+    folder = example_project(tmp_path / "p")
+    (folder / "models" / "py_whole.py").write_text(
+        "import pyarrow as pa\n\nimport tidegate\n\n\n"
+        '@tidegate.model(grain="table", sources=["orders"], columns={"n": "BIGINT"})\n'
+        "def py_whole(ctx):\n"
+        '    return pa.table({"n": [1]})\n'
+    )
+    result = tidegate("build", "--project", folder)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: models/py_whole.py:6: grain: a whole-table model is an SQL model for now "
+        '(grain = "table" in a .sql file)'
+    )
+
+
+def test_taint_and_recover_address_all(project: Path) -> None:
+    cli(project, "taint", MODEL, "--partitions", "all", "--reason", "a bad load upstream")
+    assert [t["kind"] for t in taints(project, MODEL, "all")] == ["taint"]
+    recovered = doc(project, "recover", MODEL, "--partitions", "all")
+    assert recovered["status"] == "succeeded"
+    assert taints(project, MODEL, "all") == []
+    assert warehouse_rows(project, PUBLISHED) == warehouse_rows(project, ORACLE)
