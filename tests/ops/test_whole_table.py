@@ -301,3 +301,27 @@ def test_taint_and_recover_address_all(project: Path) -> None:
     assert recovered["status"] == "succeeded"
     assert taints(project, MODEL, "all") == []
     assert warehouse_rows(project, PUBLISHED) == warehouse_rows(project, ORACLE)
+
+
+def test_a_whole_table_over_a_daily_model_reads_what_it_published(project: Path) -> None:
+    (project / "models" / "totals.sql").write_text(
+        '/* tidegate\ngrain = "table"\n\n[columns]\nstatus = "VARCHAR NOT NULL"\n'
+        'orders = "BIGINT NOT NULL"\n*/\n'
+        "SELECT status, CAST(sum(order_count) AS BIGINT) AS orders FROM daily_revenue "
+        "GROUP BY status\n"
+    )
+    cli(project, "build")
+    cli(project, "deploy", "totals")
+    cli(project, "backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-03")
+    cli(project, "run", "totals", "--partition", "all")
+    [read] = published_inputs(project, "totals", "all")
+    assert (read["upstream"], read["range"]) == ("daily_revenue", "2025-01-01..2025-01-03")
+    warehouse_execute(
+        project,
+        "DELETE FROM orders WHERE order_ts >= TIMESTAMP '2025-01-02' "
+        "AND order_ts < TIMESTAMP '2025-01-03' AND status = 'completed'",
+    )
+    cli(project, "rerun", "daily_revenue", "--partitions", "2025-01-02", "--approve", "late rows")
+    assert [t["kind"] for t in taints(project, "totals", "all")] == ["stale"]
+    cli(project, "recover", "totals", "--partitions", "all")
+    assert taints(project, "totals", "all") == []
