@@ -269,6 +269,15 @@ def test_bad_headers_are_refused_in_one_line(tmp_path: Path, change: Any, messag
     assert state_dump(folder) == before
 
 
+def test_a_backfill_of_all_is_one_batch(project: Path) -> None:
+    args = ("backfill", MODEL, "--partitions", "all", "--batch-size", "5", "--project", project)
+    result = tidegate(*args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "error: a whole-table model's one partition is a batch of its own: use --batch-size 1"
+    )
+
+
 def test_a_partition_other_than_all_is_refused(project: Path) -> None:
     result = tidegate("run", "customers_summary", "--partition", "2025-01-01", "--project", project)
     assert result.exit_code == 2
