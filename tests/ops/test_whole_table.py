@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.kit import example_project, state_dump, tidegate, warehouse_execute, warehouse_rows
+from tests.ops.test_json_schemas import nested, schema_name, validator
 
 SUMMARY = """/* tidegate
 grain = "table"
@@ -77,6 +78,9 @@ def doc(project: Path, *args: str, code: int = 0) -> dict[str, Any]:
     out = cli(project, *args, "--json", code=code).stdout.strip()
     last = out if out.startswith("{\n") else out.splitlines()[-1]
     document: dict[str, Any] = json.loads(last)
+    # a whole table's documents hold its grain and its partition's label: the schemas take them
+    for found in nested(document):
+        validator(schema_name(found)).validate(found)
     return document
 
 
