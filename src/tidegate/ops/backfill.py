@@ -578,7 +578,7 @@ def runs(ctx: Context) -> list[Run]:
 def _missing(key: str, plan_file: str | None) -> str:
     """What a request without `key` lacks, with an example of it (flags, or a plan's keys)."""
     days = example_range(Grain.DAY)
-    every = "every partition of a key-list, key-range or cursor model"
+    every = "every partition of a key-list, key-range, cursor or whole-table model"
     if plan_file is not None:
         example = (
             f'partitions = "{days}" (or "all": {every})'
