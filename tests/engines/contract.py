@@ -18,8 +18,15 @@ import pytest
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError, FencedError, TidegateError
 from tidegate.domain.model import CheckSpec, Column, Severity, WriteMode
-from tidegate.domain.partitions import Grain, PartitionKey, parse_partition
-from tidegate.engines.base import CommitMarker, Engine, Fence, Target, bound_values
+from tidegate.domain.partitions import WHOLE_TABLE, Grain, PartitionKey, parse_partition
+from tidegate.engines.base import (
+    CommitMarker,
+    Engine,
+    Fence,
+    Target,
+    bound_values,
+    window_bounds,
+)
 from tidegate.sql.model_sql import parse_type
 
 TEXT = parse_type("VARCHAR")
@@ -660,6 +667,68 @@ class EngineContract:
             ready, select_rows([("eu", 5), ("us", 3), (evil, 4)], columns), ["region", "n"]
         )
         assert read == expected
+
+    def test_a_whole_table_publish_replaces_every_row(self, ready: Engine) -> None:
+        """Grain "table": no partition column, one partition, and its publish (overwrite or
+        merge) reads and writes the table whole, its marker in the same transaction."""
+        names = [c.name for c in EVENT_COLUMNS]
+
+        def publish(
+            rows: Sequence[Row], mode: WriteMode = WriteMode.OVERWRITE, attempt: str | None = None
+        ) -> tuple[CommitMarker, dict[int, Checksum]]:
+            staging = self.fresh("whole")
+            ready.stage(staging, select_rows(rows), {})
+            target = Target(
+                "summary",
+                EVENT_COLUMNS,
+                "",
+                True,
+                write_mode=mode,
+                unique_key=("id",) if mode is WriteMode.MERGE else (),
+            )
+            marker = marker_for(attempt or self.fresh("att"), WHOLE_TABLE, model="summary")
+            return marker, ready.publish(target, staging, bound_values(WHOLE_TABLE), [marker])
+
+        def whole() -> Checksum:
+            return self.table_content(ready, "summary")
+
+        first, _ = publish([*DAY1_ROWS, *DAY2_ROWS], attempt="att-whole")
+        assert whole() == self.rows_content(ready, [*DAY1_ROWS, *DAY2_ROWS])
+        assert ready.markers(["att-whole"]) == {"att-whole": first}
+        assert (first.partition_start, first.partition_end, first.grain) == (0, 1, "table")
+        # verify measures the table as its one partition, over the columns it names
+        profiles = ready.profile("summary", False, "", "table", window_bounds(0, 1), names)
+        assert {k: p.checksum for k, p in profiles.items()} == {0: whole()}
+        sums = ["count(*)", "sum(amount)"]
+        found, values = ready.key_fingerprint("summary", "", bound_values(WHOLE_TABLE), sums)
+        assert found == whole()
+        assert [Decimal(str(v)) for v in values] == [5, Decimal("10.65")]
+
+        publish(DAY2_ROWS)
+        assert whole() == self.rows_content(ready, DAY2_ROWS)
+        changed = [(5, "2025-01-02 08:00:00", "c", "-3.11"), DAY1_ROWS[0]]
+        _, content = publish(changed, WriteMode.MERGE)
+        merged = [DAY2_ROWS[0], *changed]
+        assert whole() == self.rows_content(ready, merged)
+        assert content == {WHOLE_TABLE.start: whole()}
+
+        # a publish that fails leaves every row
+        staging = self.fresh("whole")
+        ready.stage(staging, select_rows(DAY1_ROWS), {})
+        broken = replace(marker_for("att-broken", WHOLE_TABLE, model="summary"), run_id=None)
+        with pytest.raises(EngineError):
+            ready.publish(
+                Target("summary", EVENT_COLUMNS, "", True),
+                staging,
+                bound_values(WHOLE_TABLE),
+                [broken],
+            )
+        assert whole() == self.rows_content(ready, merged)
+        assert ready.markers(["att-broken"]) == {}
+        # an empty publish empties it
+        publish([])
+        assert whole() == Checksum(0, 0)
+        assert len(ready.markers_of("summary")) == 4
 
     def test_publish_adds_new_nullable_columns(self, ready: Engine) -> None:
         self.publish_rows(ready, DAY1_ROWS, DAY1)

@@ -416,3 +416,25 @@ def test_any_as_of_is_an_instant_within_the_span_or_a_usage_error(
         return
     assert EARLIEST <= to_epoch(parsed) <= LATEST
     assert parsed.tzinfo is timezone.utc
+
+
+def test_a_whole_table_is_one_partition_named_all() -> None:
+    whole = parse_partition("all", Grain.TABLE)
+    assert whole == partitions.WHOLE_TABLE == PartitionKey(Grain.TABLE, 0, 1)
+    assert whole.label() == "all"
+    for text in ("all", " all ", "all..all"):
+        span = parse_range(text, Grain.TABLE)
+        assert span == PartitionRange(Grain.TABLE, 0, 1)
+        assert list(span) == [whole] and len(span) == 1
+        assert span.label() == "all"
+    assert PartitionRange(Grain.TABLE, 1, 1).label() == "(empty)"
+    assert following(Grain.TABLE, whole.start) == whole.end
+    assert not Grain.TABLE.is_time
+
+
+@pytest.mark.parametrize("text", ["2025-01-01", "ALL", "0", "a", "all..2025-01-01", ""])
+def test_a_whole_table_has_no_other_partition(text: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        parse_range(text, Grain.TABLE)
+    assert raised.value.exit_code == 2
+    assert "its one partition is 'all'" in str(raised.value)

@@ -5,7 +5,8 @@ from datetime import datetime, timezone
 import pytest
 
 from tidegate.domain.errors import UsageError
-from tidegate.domain.partitions import TIME_SPAN, to_epoch
+from tidegate.domain.model import ModelSpec
+from tidegate.domain.partitions import TIME_SPAN, WHOLE_TABLE, Grain, PartitionRange, to_epoch
 from tidegate.domain.schedule import is_valid, last_fire, next_fire
 
 
@@ -42,3 +43,34 @@ def test_a_schedule_firing_past_the_calendar_is_a_usage_error() -> None:
         next_fire(leap_day, TIME_SPAN[1])
     assert next_fire("0 2 * * *", TIME_SPAN[1]) == TIME_SPAN[1] + 2 * 3600
     assert last_fire("0 2 * * *", TIME_SPAN[0]) == TIME_SPAN[0] - 22 * 3600
+
+
+def whole_table(schedule: str | None) -> ModelSpec:
+    return ModelSpec(
+        "summary",
+        "models/summary.sql",
+        "SELECT 1 AS one",
+        Grain.TABLE,
+        "",
+        (),
+        keys=("all",),
+        schedule=schedule,
+    )
+
+
+def test_a_whole_table_is_due_at_each_fire_after_its_last_publish() -> None:
+    nightly = whole_table("0 2 * * *")
+    assert nightly.whole_table_due(at("2025-03-05T01:00:00"), None)  # never published
+    published = at("2025-03-05T02:10:00")
+    assert not nightly.whole_table_due(at("2025-03-05T23:59:00"), published)
+    assert nightly.whole_table_due(at("2025-03-06T02:00:00"), published)
+    assert nightly.all_partitions_until(at("2025-03-06T02:00:00")) == PartitionRange(
+        Grain.TABLE, 0, 1
+    )
+    assert nightly.first_partition() == WHOLE_TABLE
+
+
+def test_a_whole_table_without_a_schedule_runs_again_on_request_only() -> None:
+    on_request = whole_table(None)
+    assert on_request.whole_table_due(at("2025-03-05T01:00:00"), None)
+    assert not on_request.whole_table_due(at("2030-01-01T00:00:00"), at("2025-03-05T01:00:00"))

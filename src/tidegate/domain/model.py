@@ -9,6 +9,7 @@ from typing import Any
 
 from tidegate.domain.cursor import CursorSpec
 from tidegate.domain.partitions import (
+    WHOLE_TABLE,
     Grain,
     PartitionKey,
     PartitionRange,
@@ -231,11 +232,16 @@ class ModelSpec:
         return dict(self.key_sources).get(source)
 
     def first_partition(self) -> PartitionKey | None:
+        if self.grain is Grain.TABLE:
+            return WHOLE_TABLE
         if self.start is None:
             return None
         return parse_partition(self.start, self.grain, self.keys, self.chunk_size)
 
     def all_partitions_until(self, end: int) -> PartitionRange:
+        if self.grain is Grain.TABLE:
+            # a whole table's one partition is complete at any time
+            return self.span(WHOLE_TABLE.start, WHOLE_TABLE.end)
         first = self.first_partition()
         begin = first.start if first else end
         return PartitionRange(self.grain, begin, max(begin, end), self.chunk_size)
@@ -298,6 +304,14 @@ class ModelSpec:
         if start >= end:
             return PartitionRange(self.grain, end, end)
         return PartitionRange(self.grain, max(start, _back(self.grain, end, limit)), end)
+
+    def whole_table_due(self, now: int, published_at: int | None) -> bool:
+        """Whether a scheduler tick at `now` republishes a whole-table model that the active
+        version last published at `published_at` (None: it has not): when it has not, or when
+        the schedule fired since. Without a schedule it runs again on request only."""
+        if published_at is None:
+            return True
+        return self.schedule is not None and last_fire(self.schedule, now) > published_at
 
     def config(self) -> dict[str, Any]:
         """The declared settings that take part in the fingerprint, in a canonical shape."""

@@ -10,6 +10,9 @@ cannot tell, so a range of chunks carries it (`PartitionRange.step`).
 A cursor partition is the interval of cursor values one batch of a cursor model processed,
 (start, end] in the cursor's own units (an id, or epoch microseconds): consecutive batches
 share a bound, so as [start, end) intervals they abut and merge like any other partitions.
+
+A whole-table model (grain "table") has one partition, `all`: the bounds [0, 1), as if it were
+the one key of a key list, so that ranges, the ledger and lineage need nothing of their own.
 """
 
 from __future__ import annotations
@@ -33,10 +36,15 @@ class Grain(str, Enum):
     KEY = "key"
     RANGE = "range"
     CURSOR = "cursor"
+    TABLE = "table"
 
     @property
     def is_time(self) -> bool:
         return self in (Grain.HOUR, Grain.DAY, Grain.MONTH)
+
+
+# the label of a whole-table model's one partition, and the range of every key of a key list
+WHOLE_LABEL = "all"
 
 
 # ASCII digits only: `\d` alone takes any script's digits (２０２５), which strptime reads too
@@ -135,8 +143,13 @@ class PartitionKey:
             return str(self.start)
         if self.grain is Grain.CURSOR:
             return f"({self.start},{self.end}]"
+        if self.grain is Grain.TABLE:
+            return WHOLE_LABEL
         # isoformat, not strftime: %Y drops the leading zeros of years before 1000
         return to_utc(self.start).isoformat()[: _LABEL_LENGTHS[self.grain]]
+
+
+WHOLE_TABLE = PartitionKey(Grain.TABLE, 0, 1)
 
 
 @dataclass(frozen=True)
@@ -210,6 +223,13 @@ def parse_partition(
         return PartitionKey(grain, index, index + 1)
     if grain is Grain.CURSOR:
         return _parse_cursor(text)
+    if grain is Grain.TABLE:
+        if text != WHOLE_LABEL:
+            raise UsageError(
+                f"partition {text!r} is not a partition of a whole-table model: its one "
+                f"partition is {WHOLE_LABEL!r}"
+            )
+        return WHOLE_TABLE
     fmt, pattern, shown = _LABEL_FORMATS[grain]
     if not pattern.match(text):
         raise UsageError(f"partition {text!r} is not a {grain.value} partition (expected {shown})")
@@ -274,7 +294,8 @@ def example_range(grain: Grain) -> str:
 
 def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0) -> PartitionRange:
     """Parse `START..END` (inclusive, in the grain), a single partition, or `all` for key lists
-    (a key range's `all` depends on its table's keys: ops resolve it before calling this)."""
+    and whole tables (a key range's `all` depends on its table's keys: ops resolve it before
+    calling this)."""
     text = text.strip()
     if not text.isprintable():  # the text is recorded and listed: no forged output lines
         raise UsageError(f"range {text!r} holds a line break or a control character")
@@ -284,12 +305,15 @@ def parse_range(text: str, grain: Grain, keys: Sequence[str] = (), step: int = 0
             "MODEL` (or `backfill MODEL --partitions all`) continues past its committed cursor; "
             "ranges of a cursor model cannot be rerun, tainted or compared yet"
         )
-    if text == "all":
+    if text == WHOLE_LABEL:
+        if grain is Grain.TABLE:
+            return PartitionRange(grain, WHOLE_TABLE.start, WHOLE_TABLE.end)
         if grain is Grain.RANGE:
             raise UsageError("range 'all' of a key-range model is for backfill; give START..END")
         if grain is not Grain.KEY:
             raise UsageError(
-                "range 'all' is only for key-list models (and key-range backfills); give START..END"
+                "range 'all' is only for key-list models, whole-table models and key-range "
+                "backfills; give START..END"
             )
         return PartitionRange(grain, 0, len(keys))
     if ".." in text:

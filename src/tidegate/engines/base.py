@@ -132,7 +132,10 @@ class MarkerReader(Protocol):
 
 
 def bound_values(partition: PartitionKey, key_label: str | None = None) -> dict[str, Any]:
-    """Driver-bound values for a partition's placeholders ($start/$end, or $key)."""
+    """Driver-bound values for a partition's placeholders ($start/$end, or $key; none for a
+    whole table)."""
+    if partition.grain is Grain.TABLE:
+        return {}
     if partition.grain is Grain.KEY:
         return {"key": key_label}
     if partition.grain is Grain.RANGE:

@@ -20,6 +20,7 @@ from typing import Any
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column, WriteMode
+from tidegate.domain.partitions import WHOLE_LABEL
 from tidegate.engines.base import CommitMarker, Fence, Target
 from tidegate.engines.spark_catalog import EMPTY, Catalog, Swap
 from tidegate.engines.spark_layout import Layout
@@ -195,10 +196,12 @@ def _slots(
     target: Target, bounds: Mapping[str, Any], markers: Sequence[CommitMarker]
 ) -> list[_Slot]:
     """The partitions a publish writes: one per marker; without markers (a shadow table of
-    `validate`), the window of `bounds` as one. A key list's partition is its key's."""
+    `validate`), the window of `bounds` as one. A key list's partition is its key's; a whole
+    table's (no partition column) is its one partition's label."""
     if target.keyed:
         start = markers[0].partition_start if markers else 0
-        return [_Slot(str(bounds["key"]), start, markers[0].attempt_id if markers else None)]
+        slot = str(bounds["key"]) if target.partition_column else WHOLE_LABEL
+        return [_Slot(slot, start, markers[0].attempt_id if markers else None)]
     if not markers:
         start = timegm(bounds["start"].timetuple())
         return [_Slot(str(start), start)]

@@ -15,6 +15,7 @@ from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.model import CheckSpec, ModelSpec, Reconciliation, Source
 from tidegate.domain.partitions import (
     EVERYTHING,
+    Grain,
     IntervalSet,
     PartitionKey,
     PartitionRange,
@@ -82,15 +83,18 @@ def read_inputs(
     for source in (sources[name] for name in spec.sources):
         rules = [r for r in spec.reconciliations if r.source == source.name]
         if spec.keys:
-            column = spec.key_column_in(source.name)
+            # a whole-table model reads every row, and reconciles with all of them: the
+            # partition predicate of no column holds every row
+            column = "" if spec.grain is Grain.TABLE else spec.key_column_in(source.name)
             for partition in partitions:
                 keyed = _key_rows(engine, spec, source, column, partition, rules)
                 source_values.setdefault(partition.start, {}).update(keyed.values)
                 if column is not None and keyed.checksum.rows < source.min_rows:
+                    held = f" holding key {partition.label(spec.keys)}" if column else ""
                     missing.setdefault(
                         partition.start,
-                        f"source {source.name} has {keyed.checksum.rows} row(s) holding key "
-                        f"{partition.label(spec.keys)} (at least {source.min_rows} expected)",
+                        f"source {source.name} has {keyed.checksum.rows} row(s){held} "
+                        f"(at least {source.min_rows} expected)",
                     )
                     continue
                 source_rows += keyed.checksum.rows

@@ -134,7 +134,12 @@ def make_plan(ctx: Context, request: Request) -> BackfillPlan:
     if first is not None and chosen.start < first.start:
         raise UsageError(f"{spec.name} starts at {spec.start}; {request.partitions} is before it")
     if spec.keys and request.batch_size != 1:
-        raise UsageError("key-list partitions are backfilled one per batch: use --batch-size 1")
+        one = (
+            "a whole-table model's one partition is a batch of its own"
+            if spec.grain is Grain.TABLE
+            else "key-list partitions are backfilled one per batch"
+        )
+        raise UsageError(f"{one}: use --batch-size 1")
     selection = IntervalSet.of([(chosen.start, chosen.end)])
     if request.stale_only:
         mine = ctx.state.published_intervals(
@@ -573,7 +578,7 @@ def runs(ctx: Context) -> list[Run]:
 def _missing(key: str, plan_file: str | None) -> str:
     """What a request without `key` lacks, with an example of it (flags, or a plan's keys)."""
     days = example_range(Grain.DAY)
-    every = "every partition of a key-list, key-range or cursor model"
+    every = "every partition of a key-list, key-range, cursor or whole-table model"
     if plan_file is not None:
         example = (
             f'partitions = "{days}" (or "all": {every})'

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import (
+    WHOLE_LABEL,
+    WHOLE_TABLE,
+    Grain,
     IntervalSet,
     PartitionKey,
     PartitionRange,
@@ -27,6 +31,11 @@ def due_partitions(ctx: Context, version: Version) -> PartitionRange:
     published (idempotent: nothing when it is up to date)."""
     spec = version.spec
     now = to_epoch(ctx.clock.now())
+    if spec.grain is Grain.TABLE:
+        whole = spec.span(WHOLE_TABLE.start, WHOLE_TABLE.end)
+        if spec.whole_table_due(now, _published_at(ctx, version)):
+            return whole
+        return spec.span(whole.end, whole.end)
     if not spec.grain.is_time:
         return spec.due(now, None, CATCH_UP)  # run on request only: nothing is due
     # only what was published among the partitions due by now: one written ahead of time (an
@@ -34,6 +43,14 @@ def due_partitions(ctx: Context, version: Version) -> PartitionRange:
     due_end = floor(spec.grain, last_fire(spec.schedule, now))
     newest = ctx.state.newest_published_end(version.model, due_end, version.version_id)
     return spec.due(now, newest, CATCH_UP)
+
+
+def _published_at(ctx: Context, version: Version) -> int | None:
+    """When `version` last published its whole table (None: it has not)."""
+    row = ctx.state.partition(version.model, WHOLE_TABLE.start)
+    if row is None or row.version_id != version.version_id or row.published_at is None:
+        return None
+    return to_epoch(datetime.fromisoformat(row.published_at))
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,8 @@ def next_due(ctx: Context, version: Version) -> NextDue | None:
     """The partitions the next tick writes with `version`: those due now, or else the one that
     becomes due next; and the unpublished history before them."""
     spec = version.spec
+    if spec.grain is Grain.TABLE:
+        return _next_whole_table(ctx, version)
     if not spec.grain.is_time:
         return None  # key lists and ranges run on request; a cursor model past its cursor
     due = due_partitions(ctx, version)
@@ -69,6 +88,21 @@ def next_due(ctx: Context, version: Version) -> NextDue | None:
         to_utc(at).isoformat(),
         tuple(r.label(spec.keys) for r in missing.ranges(spec.grain)),
     )
+
+
+def _next_whole_table(ctx: Context, version: Version) -> NextDue | None:
+    """A whole table is due now, or at the schedule's first fire after its last publish; it
+    has no history to leave unpublished."""
+    spec = version.spec
+    now = to_epoch(ctx.clock.now())
+    published_at = _published_at(ctx, version)
+    if spec.whole_table_due(now, published_at):
+        at = now
+    elif published_at is None or spec.schedule is None:
+        return None
+    else:
+        at = next_fire(spec.schedule, published_at + 1)
+    return NextDue(WHOLE_LABEL, WHOLE_LABEL, to_utc(at).isoformat(), ())
 
 
 def tick_text(model: str, upcoming: NextDue | dict[str, Any]) -> tuple[str, str | None]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tidegate.domain.clock import stamp
 from tidegate.domain.errors import UsageError
 from tidegate.domain.model import ModelSpec
-from tidegate.domain.partitions import PartitionRange
+from tidegate.domain.partitions import Grain, PartitionRange
 from tidegate.domain.verify import Divergence, Finding, Recorded, sample
 from tidegate.engines.base import EVERY, CommitMarker, Engine, window_bounds
 from tidegate.engines.factory import open_engine
@@ -175,7 +175,7 @@ def _incomparable(spec: ModelSpec) -> str | None:
         return "an update model's table is written by the application too"
     if spec.cursor is not None:
         return "a cursor model's partitions are intervals of its cursor"
-    if not spec.grain.is_time:
+    if not spec.grain.is_time and spec.grain is not Grain.TABLE:
         return f"{spec.grain.value} partitions are not compared yet"
     return None
 

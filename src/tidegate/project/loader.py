@@ -27,7 +27,7 @@ from tidegate.domain.model import (
     Source,
     WriteMode,
 )
-from tidegate.domain.partitions import Grain, parse_partition
+from tidegate.domain.partitions import WHOLE_LABEL, Grain, parse_partition
 from tidegate.domain.secrets import Secrets
 from tidegate.project import toml_errors
 from tidegate.project.config import (
@@ -322,6 +322,8 @@ def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
     cursor_keys_only_for_cursor(model)
     if header.grain is Grain.CURSOR:
         return cursor_column(model), ()
+    if header.grain is Grain.TABLE:
+        return _whole_table(model)
     if header.grain is Grain.KEY:
         if not header.key_column or not header.keys:
             raise ConfigError(
@@ -345,6 +347,26 @@ def _partitioning(model: ModelFile) -> tuple[str, tuple[str, ...]]:
             model.header_line("grain"),
         )
     return header.time_column, ()
+
+
+def _whole_table(model: ModelFile) -> tuple[str, tuple[str, ...]]:
+    """A whole-table model: no partition column, and its one partition as its one key."""
+    header = model.header
+    if isinstance(header, ProgramHeader):
+        raise ConfigError(
+            model.path,
+            'grain: a whole-table model is an SQL model for now (grain = "table" in a .sql file)',
+            model.header_line("grain"),
+        )
+    for key in ("time_column", "key_column", "keys", "start"):
+        if getattr(header, key):
+            raise ConfigError(
+                model.path,
+                f'{key}: a whole-table model (grain = "table") has no partitions to declare; '
+                f"its one partition is {WHOLE_LABEL!r}",
+                model.header_line(key),
+            )
+    return "", (WHOLE_LABEL,)
 
 
 def _checks(
@@ -437,7 +459,8 @@ def _check_problem(
         return _bounds_problem(params, "min", "max")
     if kind == "freshness":
         if not grain.is_time:
-            return "type", "freshness needs a time grain: a key partition has no end to be fresh at"
+            ended = f"a {grain.value} partition has no end to be fresh at"
+            return "type", f"freshness needs a time grain: {ended}"
         column_type = column_types[params["column"]]
         if not is_time_type(column_type):
             return (
@@ -506,7 +529,7 @@ def _build_spec(
     columns = _columns(model)
     column_names = {c.name for c in columns}
     partition_column, keys = _partitioning(model)
-    if partition_column not in column_names:
+    if header.grain is not Grain.TABLE and partition_column not in column_names:
         field = {Grain.KEY: "key_column", Grain.CURSOR: "cursor_column"}.get(
             header.grain, "time_column"
         )
@@ -610,6 +633,10 @@ def _declared_reads(
     return {*header.upstream, *header.sources}
 
 
+# the placeholders a model's SELECT may hold, by grain (the time grains: $start and $end)
+_PARAMETERS: dict[Grain, set[str]] = {Grain.KEY: {"key"}, Grain.TABLE: set()}
+
+
 def _reads(
     model: ModelFile, sources: dict[str, Source], model_names: set[str], grain: Grain
 ) -> set[str]:
@@ -620,14 +647,18 @@ def _reads(
         # no line of its own (no statement at all): the SQL's first line
         line = model.sql_first_line + (problem.line or 1) - 1
         raise ConfigError(model.path, problem.message, line) from None
-    allowed = {"key"} if grain is Grain.KEY else {"start", "end"}
+    allowed = _PARAMETERS.get(grain, {"start", "end"})
     for parameter in sorted(parameters(query)):
         if parameter not in allowed:
-            hint = ", ".join(f"${p}" for p in sorted(allowed))
+            hint = (
+                f"use {', '.join(f'${p}' for p in sorted(allowed))}"
+                if allowed
+                else "a whole-table model reads its inputs whole"
+            )
             unknown = "unknown" if parameter not in BOUND_PARAMETERS else "unavailable"
             raise ConfigError(
                 model.path,
-                f"${parameter} is an {unknown} parameter here (use {hint})",
+                f"${parameter} is an {unknown} parameter here ({hint})",
                 # `$ name` is the parameter `$name` too
                 _sql_line(model, f"${parameter}") or _sql_line(model, "$"),
             )

@@ -187,7 +187,8 @@ class Declaration(_Strict):
 
     grain: Grain = Field(
         description="What one partition is: an `hour`, `day` or `month` of time, a `key` of a "
-        "declared list, a `range` of an integer key (update models) or a `cursor` interval."
+        "declared list, a `range` of an integer key (update models), a `cursor` interval, or "
+        "the whole `table` (SQL models: one partition, `all`, its inputs read whole)."
     )
     time_column: str | None = Field(
         default=None,

@@ -135,7 +135,7 @@ def _spec(ctx: Context, name: str) -> tuple[ModelSpec, Version | None]:
 def expected(spec: ModelSpec, now: datetime) -> tuple[int, int] | None:
     """The partitions due by `now` — from the model's start to the last one its schedule has
     fired for — or every declared key; None when the model declares no start."""
-    if spec.grain is Grain.KEY:
+    if spec.grain in (Grain.KEY, Grain.TABLE):
         return (0, len(spec.keys))
     if spec.grain is Grain.RANGE:
         return None  # run on request: the chunks the ledger knows are drawn

@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from tidegate.domain.model import CheckSpec, Column
+from tidegate.domain.partitions import WHOLE_TABLE, Grain
 from tidegate.sql import nesting
 from tidegate.sql.model_sql import WRITES, parse_problem
 from tidegate.sql.sandbox import refused_call
@@ -117,7 +118,10 @@ def partition_predicate(
     partition_column: str, keyed: bool, table_alias: str | None = None, cursor: bool = False
 ) -> exp.Expr:
     """Rows of the partition being written: bound as $start/$end, or $key for key lists. A
-    cursor partition is (start, end] of the cursor, bound as the column's own type."""
+    cursor partition is (start, end] of the cursor, bound as the column's own type. No
+    partition column: a whole-table model's one partition, every row."""
+    if not partition_column:
+        return exp.true()
     col = column(partition_column, table_alias)
     if cursor:
         return exp.and_(
@@ -477,7 +481,8 @@ def query_check_problem(
             allowed = ", ".join(["this", *sorted(readable)])
             return f"reads {name!r}; a query check reads only {allowed}"
     returned = [s.alias_or_name for s in query.selects]
-    if "*" not in returned and partition_column not in returned:
+    # no partition column: a whole-table model's one partition takes every row returned
+    if partition_column and "*" not in returned and partition_column not in returned:
         return f"must return the partition column {partition_column!r}"
     return None
 
@@ -736,7 +741,11 @@ def tables_named() -> str:
 
 
 def bucket(column_name: str, grain: str, flavor: Flavor = DUCKDB) -> exp.Expr:
-    """The start (epoch seconds) of the time partition a row's column value falls in."""
+    """The start (epoch seconds) of the time partition a row's column value falls in; for a
+    whole table, the start of its one partition."""
+    if grain == Grain.TABLE.value:
+        # cast: a bare number in a GROUP BY names a selected column
+        return exp.cast(exp.Literal.number(WHOLE_TABLE.start), exp.DataType.Type.BIGINT)
     if grain == "day":
         return _day_start(_day_of(column_name), flavor)
     instant = exp.cast(column(column_name), exp.DataType.Type.TIMESTAMP)
