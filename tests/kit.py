@@ -57,6 +57,22 @@ def tidegate(*args: str | Path) -> Result:
     return Result(code, out.getvalue(), err.getvalue())
 
 
+def cli(project: Path, *args: str, code: int = 0) -> Result:
+    """`tidegate ARGS --project PROJECT`, which must exit with `code`."""
+    result = tidegate(*args, "--project", project)
+    assert result.exit_code == code, (args, result.stdout[-2000:], result.stderr)
+    return result
+
+
+def result_document(project: Path, *args: str, code: int = 0) -> dict[str, Any]:
+    """`tidegate ARGS --json`'s result document: a backfill's events come first, a line each,
+    and its result document is the last line; the others print one indented document."""
+    out = cli(project, *args, "--json", code=code).stdout.strip()
+    last = out if out.startswith("{\n") else out.splitlines()[-1]
+    document: dict[str, Any] = json.loads(last)
+    return document
+
+
 def spawn(
     *args: str | Path, env: dict[str, str] | None = None, **popen: Any
 ) -> subprocess.Popen[str]:

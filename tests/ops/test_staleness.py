@@ -4,7 +4,6 @@ recompute it; `--cascade` recomputes it in the same operation."""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.kit import Hook, tidegate, warehouse_execute
+from tests.kit import Hook, cli, result_document, warehouse_execute
 
 JUNE = "2025-06-01..2025-06-30"
 LATE_DAY = "2025-06-11"
@@ -23,18 +22,7 @@ LATE_ROWS = (
 )
 
 
-def cli(project: Path, *args: str, code: int = 0) -> Any:
-    result = tidegate(*args, "--project", project)
-    assert result.exit_code == code, (args, result.stdout[-2000:], result.stderr)
-    return result
-
-
-def doc(project: Path, *args: str, code: int = 0) -> dict[str, Any]:
-    out = cli(project, *args, "--json", code=code).stdout.strip()
-    # a backfill's events come first, a line each; the result document is the last line
-    last = out if out.startswith("{\n") else out.splitlines()[-1]
-    document: dict[str, Any] = json.loads(last)
-    return document
+doc = result_document
 
 
 def june(project: Path) -> str:

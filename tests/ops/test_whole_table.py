@@ -3,13 +3,20 @@ validated, compared and scheduled like any other, and read whole by the models d
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.kit import example_project, state_dump, tidegate, warehouse_execute, warehouse_rows
+from tests.kit import (
+    cli,
+    example_project,
+    result_document,
+    state_dump,
+    tidegate,
+    warehouse_execute,
+    warehouse_rows,
+)
 from tests.ops.test_json_schemas import nested, schema_name, validator
 
 SUMMARY = """/* tidegate
@@ -68,16 +75,8 @@ MODEL = "customers_summary"
 PUBLISHED = "SELECT status, order_count, gross FROM customers_summary ORDER BY status"
 
 
-def cli(project: Path, *args: str, code: int = 0) -> Any:
-    result = tidegate(*args, "--project", project)
-    assert result.exit_code == code, (args, result.stdout[-2000:], result.stderr)
-    return result
-
-
 def doc(project: Path, *args: str, code: int = 0) -> dict[str, Any]:
-    out = cli(project, *args, "--json", code=code).stdout.strip()
-    last = out if out.startswith("{\n") else out.splitlines()[-1]
-    document: dict[str, Any] = json.loads(last)
+    document = result_document(project, *args, code=code)
     # a whole table's documents hold its grain and its partition's label: the schemas take them
     for found in nested(document):
         validator(schema_name(found)).validate(found)
