@@ -355,7 +355,7 @@ def run_batches(
     if not as_json:
         echo(
             f"{result.run_id}: {result.status.value}; {report.published} published"
-            + (f" ({progress.published} of {progress.total} in all)" if progress.before else "")
+            + (f" ({progress.published}{progress.of_total()} in all)" if progress.before else "")
             + ", "
             f"{report.failed} failed, {report.skipped} skipped, {report.rows:,} rows"
             + (f" — {result.reason}" if result.reason else "")
@@ -370,7 +370,7 @@ def run_batches(
         if stop_flag.is_set():
             # what the operator asked for, not an error: one line, with what to run next
             echo(
-                f"stopped on request (Ctrl-C): {progress.published} of {progress.total} "
+                f"stopped on request (Ctrl-C): {progress.published}{progress.of_total()} "
                 f"published; resume with tidegate {command} resume {result.run_id}",
                 err=True,
             )

@@ -49,7 +49,9 @@ class BackfillProgress:
         # the executor's timer: batch starts and rate waits are measured on the same clock
         self.timer = timer or SystemTimer()
         self.run_id = ""
-        self.total = 0
+        # the partitions the run will publish: None for a cursor run, whose batches are found
+        # as it runs (how many is known only when the source's rows have been read)
+        self.total: int | None = 0
         self.done = self.published = self.failed = self.skipped = self.rows = 0
         self.max_failures: int | None = None
         self.plan: BackfillPlan | None = None
@@ -69,7 +71,8 @@ class BackfillProgress:
 
     def start(self, run_id: str, plan: BackfillPlan) -> None:
         """A run begins, or its next model does (a recovery goes model by model)."""
-        self.run_id, self.total, self.plan = run_id, plan.partitions, plan
+        self.run_id, self.plan = run_id, plan
+        self.total = None if plan.grain is Grain.CURSOR else plan.partitions
         self.done = self.published = self.failed = self.skipped = self.rows = self.before = 0
         self.max_failures = plan.stop_loss.max_failures
         self.began = self.timer.monotonic()
@@ -102,13 +105,15 @@ class BackfillProgress:
                 self._bar = Progress(
                     TextColumn("{task.description}", markup=False),
                     BarColumn(),
-                    TextColumn("{task.completed}/{task.total}"),
+                    TextColumn("{task.fields[count]}"),
                     # the ETA is in the detail: rich's own would ignore the throttle
                     TextColumn("{task.fields[detail]}"),
                     console=console,
                 )
                 self._bar.start()
-            self._task = self._bar.add_task(f"{plan.model} {run_id}", total=self.total, detail="")
+            self._task = self._bar.add_task(
+                f"{plan.model} {run_id}", total=self.total, count=self._count(), detail=""
+            )
         elif plan.grain is Grain.CURSOR:
             interval = PartitionRange(plan.grain, *plan.selection[0]).label()
             echo(f"{run_id}: {self.verb} the cursor interval {interval} of {plan.model}")
@@ -125,9 +130,11 @@ class BackfillProgress:
         self.done += published
         self.published += published
         if self.tty:
-            self._bar.update(self._task, completed=self.done, detail=self._detail())
+            self._bar.update(
+                self._task, completed=self.done, count=self._count(), detail=self._detail()
+            )
         elif not self.as_json:
-            echo(f"{self.run_id}: {published} of {self.total} published before; resuming")
+            echo(f"{self.run_id}: {published}{self.of_total()} published before; resuming")
 
     def batch(self, _index: int, window: PartitionRange, at: float) -> None:
         """A batch started at `at` (the timer's time)."""
@@ -185,7 +192,7 @@ class BackfillProgress:
             self._bar.update(self._task, detail=detail)
         elif self.timer.monotonic() - self._last_line >= PLAIN_EVERY_SECONDS:
             self._last_line = self.timer.monotonic()
-            echo(f"{self.run_id}: {self.done}/{self.total} partitions, {detail}")
+            echo(f"{self.run_id}: {self._count()} partitions, {detail}")
 
     def outcome(self, outcome: Outcome) -> None:
         self.done += 1
@@ -212,7 +219,9 @@ class BackfillProgress:
                 }
             )
         elif self.tty:
-            self._bar.update(self._task, completed=self.done, detail=self._detail())
+            self._bar.update(
+                self._task, completed=self.done, count=self._count(), detail=self._detail()
+            )
         else:
             self._plain_line(force=self.done == self.total)
 
@@ -220,7 +229,14 @@ class BackfillProgress:
         now = self.timer.monotonic()
         if force or now - self._last_line >= PLAIN_EVERY_SECONDS:
             self._last_line = now
-            echo(f"{self.run_id}: {self.done}/{self.total} partitions, {self._detail()}")
+            echo(f"{self.run_id}: {self._count()} partitions, {self._detail()}")
+
+    def _count(self) -> str:
+        return str(self.done) if self.total is None else f"{self.done}/{self.total}"
+
+    def of_total(self) -> str:
+        """' of N' partitions, where the run knows how many it has."""
+        return "" if self.total is None else f" of {self.total}"
 
     def _settled(self, partition: PartitionKey) -> None:
         for started in self._in_flight:
@@ -240,7 +256,7 @@ class BackfillProgress:
         rate = self.plan.rate_per_minute if self.plan is not None and self.starts else None
         return eta_seconds(
             unstarted_batches=self.unstarted_batches,
-            remaining_partitions=self.total - self.done,
+            remaining_partitions=0 if self.total is None else self.total - self.done,
             # the pace is this process's: what was published before took no time of it
             done=self.done - self.before,
             elapsed=max(now - self.began, 1e-6),

@@ -6,6 +6,7 @@ run has moved the cursor (those rows are processed already)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -92,6 +93,19 @@ def test_a_check_failure_halts_the_cursor_backfill_where_it_fired(tmp_path: Path
     assert shown["trigger"].startswith("check_failure at (4,8]")
     assert events.target_ids() == [1, 2, 3, 4]
     assert events.tidegate("status", "--json").json()["models"][0]["cursor"]["committed"] == "4"
+
+
+def test_a_cursor_backfills_progress_counts_its_batches_as_it_finds_them(
+    events: CursorProject,
+) -> None:
+    """How many batches a cursor interval holds is known once its rows are read: the progress
+    counts the partitions published, with no total to reach."""
+    done = events.tidegate(*START)
+    assert done.exit_code == 0, done.stderr
+    lines = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if "partitions, " in line]
+    assert lines, done.stdout
+    assert all(re.match(r"[1-3] partitions, ", line) for line in lines), lines
+    assert "succeeded; 3 published, 0 failed" in done.stdout
 
 
 def test_a_cursor_backfill_takes_all_and_one_batch_at_a_time(events: CursorProject) -> None:
