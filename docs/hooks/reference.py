@@ -325,13 +325,18 @@ def _commands(
 ) -> Iterator[tuple[click.Command, click.Context, int]]:
     if not isinstance(group, click.Group):
         return
-    for name in group.list_commands(parent):
-        command = group.get_command(parent, name)
-        if command is None or command.hidden:
-            continue
+    for name, command in _subcommands(group, parent):
         ctx = click.Context(command, info_name=name, parent=parent, **command.context_settings)
         yield command, ctx, level
         yield from _commands(command, ctx, level + 1)
+
+
+def _subcommands(group: click.Group, ctx: click.Context) -> Iterator[tuple[str, click.Command]]:
+    """A group's commands that its help lists (the hidden ones left out)."""
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if command is not None and not command.hidden:
+            yield name, command
 
 
 def _command_doc(
@@ -364,13 +369,11 @@ def _command_doc(
             )
         parts.append("")
     if isinstance(command, click.Group):
-        rows = []
-        for name in command.list_commands(ctx):
-            sub = command.get_command(ctx, name)
-            if sub is None or sub.hidden:
-                continue
-            link = f"{path} {name}".replace(" ", "-")
-            rows.append(f"| [`{name}`](#{link}) | {_cell(sub.get_short_help_str(200))} |")
+        rows = [
+            f"| [`{name}`](#{path.replace(' ', '-')}-{name}) | "
+            f"{_cell(sub.get_short_help_str(200))} |"
+            for name, sub in _subcommands(command, ctx)
+        ]
         parts.append("| Command | What it does |\n|---|---|\n" + "\n".join(rows) + "\n")
     return "\n".join(parts)
 

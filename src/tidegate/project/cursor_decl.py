@@ -46,15 +46,13 @@ def cursor_column(model: ModelFile) -> str:
             "grain: a cursor grain needs cursor_column (the source column the cursor measures)",
             model.header_line("grain"),
         )
-    for key in ("time_column", "key_column", "keys", "start", "schedule"):
-        if getattr(header, key):
-            hint = "cursor_start" if key == "start" else "cursor_column"
-            raise ConfigError(
-                model.path,
-                f"{key}: not for a cursor model (it runs past its cursor on every `tidegate run`;"
-                f" see {hint})",
-                model.header_line(key),
-            )
+    model.refuse_declared(
+        ("time_column", "key_column", "keys", "start", "schedule"),
+        lambda key: (
+            "not for a cursor model (it runs past its cursor on every `tidegate run`; "
+            f"see {'cursor_start' if key == 'start' else 'cursor_column'})"
+        ),
+    )
     return header.cursor_column
 
 

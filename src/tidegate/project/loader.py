@@ -358,14 +358,13 @@ def _whole_table(model: ModelFile) -> tuple[str, tuple[str, ...]]:
             'grain: a whole-table model is an SQL model for now (grain = "table" in a .sql file)',
             model.header_line("grain"),
         )
-    for key in ("time_column", "key_column", "keys", "start"):
-        if getattr(header, key):
-            raise ConfigError(
-                model.path,
-                f'{key}: a whole-table model (grain = "table") has no partitions to declare; '
-                f"its one partition is {WHOLE_LABEL!r}",
-                model.header_line(key),
-            )
+    model.refuse_declared(
+        ("time_column", "key_column", "keys", "start"),
+        lambda _: (
+            'a whole-table model (grain = "table") has no partitions to declare; '
+            f"its one partition is {WHOLE_LABEL!r}"
+        ),
+    )
     return "", (WHOLE_LABEL,)
 
 

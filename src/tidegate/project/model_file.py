@@ -5,6 +5,7 @@ decorator, command models' TOML file), which add their own."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -442,6 +443,12 @@ class ModelFile(BaseModel):
             return self.fixed_line
         found = toml_errors.line_of_key(self.header_text, location)
         return None if found is None else self.header_first_line + found - 1
+
+    def refuse_declared(self, keys: Sequence[str], why: Callable[[str], str]) -> None:
+        """A ConfigError at the first of `keys` the header declares (not empty), `key: why`."""
+        for key in keys:
+            if getattr(self.header, key):
+                raise ConfigError(self.path, f"{key}: {why(key)}", self.header_line(key))
 
     def check_line(self, index: int, key: str) -> int | None:
         """Line of `key` in the `index`-th `[[checks]]` table (or of the table itself)."""
