@@ -10,10 +10,17 @@ from dataclasses import dataclass
 from tidegate.domain.model import CheckSpec, Severity
 from tidegate.domain.partitions import to_utc
 
+# Kinds measured by a SELECT of their own that returns the violating rows: a `query` check's
+# and a `relationships` check's (rows whose value the referenced table lacks)
+QUERY_KINDS = frozenset({"query", "relationships"})
 # Kinds whose measurement is a count of violating rows or keys: they pass at zero.
-VIOLATION_KINDS = frozenset(
-    {"not_null", "unique", "accepted_values", "expression", "query", "partition_bounds"}
-)
+VIOLATION_KINDS = QUERY_KINDS | {
+    "not_null",
+    "unique",
+    "accepted_values",
+    "expression",
+    "partition_bounds",
+}
 CHECK_KINDS = VIOLATION_KINDS | {
     "row_count",
     "null_ratio",

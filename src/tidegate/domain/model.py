@@ -98,7 +98,8 @@ class SourceFiles:
 @dataclass(frozen=True)
 class Source:
     """An external table that tidegate reads and never writes (with `files`, a view tidegate
-    keeps over Parquet, CSV or JSON files)."""
+    keeps over Parquet, CSV or JSON files). With no `time_column` (a dbt source without an
+    event time) every partition reads it whole."""
 
     name: str
     table: str
@@ -137,6 +138,29 @@ class UpdateSpec:
             data["lock_timeout"],
             data["statement_timeout"],
         )
+
+
+@dataclass(frozen=True)
+class DbtOrigin:
+    """The dbt node a model was compiled from, and what computed it: its fingerprint holds the
+    node's and its macros' checksums and the dbt versions, so an edit to another node of the
+    dbt project leaves this model's version as it is."""
+
+    node_id: str
+    checksum: str  # dbt's checksum of the node's file
+    # (macro id, sha256 of its SQL) of every macro the node calls
+    macros: tuple[tuple[str, str], ...]
+    dbt_version: str
+    adapter: str  # the adapter's type and version ("duckdb 1.11.1")
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "node": self.node_id,
+            "checksum": self.checksum,
+            "macros": [list(m) for m in self.macros],
+            "dbt": self.dbt_version,
+            "adapter": self.adapter,
+        }
 
 
 class ModelKind(str, Enum):
@@ -221,6 +245,8 @@ class ModelSpec:
     # the rows each of its partitions must hold for a downstream model to read it; None:
     # inherited, the smallest min_rows of the sources and models it reads (completeness.py)
     min_rows: int | None = None
+    # a model of a dbt project: the node its SQL was compiled from
+    dbt: DbtOrigin | None = None
 
     @property
     def kind(self) -> ModelKind:
@@ -346,6 +372,7 @@ class ModelSpec:
             **({"cursor": self.cursor.config()} if self.cursor else {}),
             **({"key_sources": [list(p) for p in self.key_sources]} if self.key_sources else {}),
             **({"min_rows": self.min_rows} if self.min_rows is not None else {}),
+            **({"dbt": self.dbt.config()} if self.dbt is not None else {}),
         }
 
 

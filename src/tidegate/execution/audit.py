@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tidegate.domain.checks import CheckResult, contract_result, judge
+from tidegate.domain.checks import QUERY_KINDS, CheckResult, contract_result, judge
 from tidegate.domain.model import CheckSpec, Column, ModelSpec, Severity
 from tidegate.domain.partitions import Grain, PartitionKey
 from tidegate.engines.base import Engine
@@ -141,7 +141,7 @@ def _attributed(
         # rows outside the window are the only ones counted: all of them are stray
         stray = sum(v or 0 for v in values.values())
         return dict.fromkeys(starts, stray)
-    if check.kind == "query":
+    if check.kind in QUERY_KINDS:
         stray = sum(v or 0 for b, v in values.items() if b not in starts)
         return {start: (values.get(start) or 0) + stray for start in starts}
     # a partition with no rows has no bucket: it counts zero, and has no newest value
@@ -161,7 +161,7 @@ def measure_key_partition(
     return {
         c.name: {partition.start: engine.measure(c, staging, bounds)}
         for c in checks
-        if c.kind != "query"
+        if c.kind not in QUERY_KINDS
     }
 
 
@@ -178,5 +178,5 @@ def measure_queries(
     return {
         c.name: engine.measure_query(c, staging, tables, spec.partition_column, grain)
         for c in checks
-        if c.kind == "query"
+        if c.kind in QUERY_KINDS
     }

@@ -29,11 +29,12 @@ def version_problems(engine: Engine, project: Project, version: Version) -> list
     problems: list[str] = []
     for name in spec.sources:
         source = project.sources[name]
-        found = engine.table_columns(source.table)
+        schema, _, table = source.table.rpartition(".")
+        found = engine.table_columns(table, schema or None)
         keys_in = spec.key_column_in(name)
         if found is None:
             problems.append(f"source {name}: table {source.table} does not exist")
-        elif source.time_column not in {c.name for c in found}:
+        elif source.time_column and source.time_column not in {c.name for c in found}:
             problems.append(f"source {name}: no time column {source.time_column}")
         elif keys_in not in {None, *(c.name for c in found)}:
             problems.append(f"source {name}: no column {keys_in} (key_sources)")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tidegate.domain.checks import CheckResult
+from tidegate.domain.checks import QUERY_KINDS, CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.cursor import cursor_bounds
 from tidegate.domain.errors import EngineError, ModelError
@@ -249,7 +249,7 @@ def _compute_window(
     grain = spec.grain.value
     checks = (*builtin_checks(spec), *spec.checks)
     nulls = contract_null_checks(spec)
-    profiled = [*nulls, *(c for c in checks if c.kind != "query")]
+    profiled = [*nulls, *(c for c in checks if c.kind not in QUERY_KINDS)]
     profiles = engine.profile(
         staging,
         True,

@@ -332,6 +332,31 @@ class LimitsSection(_Strict):
     )
 
 
+class DbtSection(_Strict):
+    """A dbt project tidegate controls as it is: every model of it becomes a tidegate model,
+    compiled by dbt, run, audited and published by tidegate."""
+
+    project: str = Field(
+        min_length=1,
+        description="The dbt project's folder (holding `dbt_project.yml`), relative to this "
+        "project. tidegate writes nothing into it: dbt's artifacts go under `.tidegate/dbt/`.",
+    )
+    profiles_dir: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The folder holding `profiles.yml`, relative to this project (default: "
+        "dbt's own choice: `DBT_PROFILES_DIR`, the project folder, then `~/.dbt`).",
+    )
+    target: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="The profile's target to compile for (default: the profile's own). Its "
+        "database and schema must be the warehouse's: tidegate publishes into the relations "
+        "dbt would build.",
+    )
+
+
 class ProjectFile(_Strict):
     """tidegate.toml as a whole: its sections and tables."""
 
@@ -348,6 +373,10 @@ class ProjectFile(_Strict):
         default={},
         description="The external tables (or files) models read, one `[sources.NAME]` table "
         "each; tidegate never writes them.",
+    )
+    dbt: DbtSection | None = Field(
+        default=None,
+        description="A dbt project whose models tidegate controls (`[dbt] project = \"FOLDER\"`).",
     )
     rerun: RerunSection = Field(
         default=RerunSection(), description="What a rerun may do without approval."

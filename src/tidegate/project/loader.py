@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -62,7 +62,12 @@ from tidegate.sql.statements import (
     SHADOW_SCHEMA,
     is_time_type,
     query_check_problem,
+    relationships_sql,
 )
+
+if TYPE_CHECKING:
+    from tidegate.dbt.models import DbtProject
+    from tidegate.engines.base import Engine
 
 MODELS_DIR = "models"
 MODEL_SUFFIXES = (".sql", ".py", ".toml")
@@ -77,6 +82,8 @@ class Project:
     sources: dict[str, Source]
     models: dict[str, ModelSpec]
     order: tuple[str, ...]
+    # what tidegate made of the `[dbt]` section's project
+    dbt: DbtProject | None = None
 
     @property
     def warehouse_path(self) -> Path:
@@ -100,15 +107,27 @@ class Project:
 def load_project(root: Path) -> Project:
     settings = read_project_file(root)
     sources = sources_of(settings, root)
+    dbt = _dbt_project(root, settings, sources)
+    dbt_models = dbt.models if dbt is not None else {}
+    if dbt is not None:
+        sources = {**sources, **dbt.sources}
     files = model_files_of(root)
-    names = {f.stem for f in files}
+    names = {f.stem for f in files} | set(dbt_models)
     models: dict[str, ModelSpec] = {}
     model_files: dict[str, ModelFile] = {}
     for file in files:
         check_model_size(file, _relative(root, file), settings.limits.model_file_bytes)
+        if file.stem in dbt_models:
+            raise ConfigError(
+                _relative(root, file),
+                f"model {file.stem!r} is also a model of the dbt project "
+                f"({dbt_models[file.stem].path}); rename one of them",
+                1,
+            )
         model_file, program = _read(root, file)
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
+    models.update(dbt_models)
     _check_updates(settings, models, model_files)
     _refuse_secret_variables(settings, models, model_files)
     _refuse_unreadable_upstreams(models, model_files)
@@ -124,6 +143,8 @@ def load_project(root: Path) -> Project:
         order = topological_order({name: spec.upstream for name, spec in models.items()})
     except CycleError as error:
         first, second = error.cycle[0], error.cycle[1]
+        if first not in model_files:
+            raise ConfigError(models[first].path, str(error)) from None
         model_file = model_files[first]
         line = (
             model_file.header_line("upstream")
@@ -131,7 +152,31 @@ def load_project(root: Path) -> Project:
             else _table_line(model_file, second, parse_query(model_file.sql))
         )
         raise ConfigError(model_file.path, str(error), line) from None
-    return Project(root, settings, sources, models, tuple(order))
+    return Project(root, settings, sources, models, tuple(order), dbt)
+
+
+def _dbt_project(
+    root: Path, settings: ProjectFile, sources: dict[str, Source]
+) -> DbtProject | None:
+    """The models and sources of the `[dbt]` section's project (None without one)."""
+    if settings.dbt is None:
+        return None
+    # imported here: the dbt modules (and the warehouse, to describe columns) only for dbt
+    from tidegate.dbt.load import load_dbt
+
+    def open_read_only(found: Mapping[str, Source]) -> Engine:
+        from tidegate.engines.factory import open_engine
+
+        return open_engine(Project(root, settings, dict(found), {}, ()), False, read_only=True)
+
+    redact = Secrets(settings.secret_variables(), os.environ).redactor()
+    return load_dbt(root, settings, sources, redact, is_reserved, open_read_only)
+
+
+def is_reserved(name: str) -> bool:
+    """Whether no model may be called `name`: a subcommand, a word that reads as one, a run
+    id, or a name of tidegate's own tables."""
+    return name.lower() in RESERVED_NAMES or looks_like_run_id(name) or name.startswith("_tidegate")
 
 
 def _check_updates(
@@ -259,7 +304,7 @@ def _relative(root: Path, file: Path) -> str:
 def _check_name(name: str, path: str, sources: dict[str, Source]) -> None:
     if not IDENTIFIER.match(name):
         raise ConfigError(path, f"model name {name!r} must be letters, digits and _", 1)
-    if name.lower() in RESERVED_NAMES or looks_like_run_id(name) or name.startswith("_tidegate"):
+    if is_reserved(name):
         raise ConfigError(path, f"model name {name!r} is reserved; rename the file", 1)
     if name in sources:
         raise ConfigError(path, f"model name {name!r} is also a source in tidegate.toml", 1)
@@ -374,6 +419,7 @@ def _checks(
     partition_column: str,
     reads: set[str],
     sources: dict[str, Source],
+    others: set[str],
 ) -> tuple[CheckSpec, ...]:
     column_names = {c.name for c in columns}
     checks: list[CheckSpec] = []
@@ -426,8 +472,35 @@ def _checks(
                 model.check_line(index, "name"),
             )
         seen.add(name)
+        if declared.type == "relationships":
+            params["sql"] = _relationships(model, index, params, sources, others)
         checks.append(CheckSpec(name, declared.type, Severity(declared.severity), params))
     return tuple(checks)
+
+
+def _relationships(
+    model: ModelFile,
+    index: int,
+    params: dict[str, Any],
+    sources: dict[str, Source],
+    others: set[str],
+) -> str:
+    """A relationships check's SELECT of violating rows; `to` is another model or a source."""
+    to = params["to"]
+    if to not in others and to not in sources:
+        raise ConfigError(
+            model.path,
+            f"checks[{index}]: to: {to!r} is not another model or a source",
+            model.check_line(index, "to"),
+        )
+    if not IDENTIFIER.match(params["field"]):
+        raise ConfigError(
+            model.path,
+            f"checks[{index}]: field: {params['field']!r} is not a plain identifier",
+            model.check_line(index, "field"),
+        )
+    referenced = sources[to].table if to in sources else to
+    return relationships_sql(params["column"], referenced, params["field"])
 
 
 def _check_problem(
@@ -571,7 +644,7 @@ def _build_spec(
         if program is not None
         else _reads(model, sources, model_names, header.grain)
     )
-    checks = _checks(model, columns, partition_column, reads, sources)
+    checks = _checks(model, columns, partition_column, reads, sources, model_names - {name})
     cursor = (
         cursor_spec(
             model,

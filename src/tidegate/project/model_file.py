@@ -132,6 +132,20 @@ class FreshnessCheck(_Check):
     )
 
 
+class RelationshipsCheck(_Check):
+    """Every non-NULL value of the column is a value of `field` in `to` (a model or source),
+    as published: referential integrity, as dbt's `relationships` test."""
+
+    type: Literal["relationships"] = Field(description="`relationships`.")
+    column: str = Field(description="The column holding references.")
+    to: str = Field(
+        min_length=1,
+        description="The model or source referenced (read as published, not as an input: a "
+        "model computed from this one cannot be referenced).",
+    )
+    field: str = Field(min_length=1, description="The column of `to` the values must be in.")
+
+
 class QueryCheck(_Check):
     """A SELECT returning the violating rows: each row it returns fails its own partition (a
     row with no partition value fails every partition of the batch)."""
@@ -153,6 +167,7 @@ CheckDecl = Annotated[
     | NullRatioCheck
     | DistinctCountCheck
     | FreshnessCheck
+    | RelationshipsCheck
     | QueryCheck,
     Field(discriminator="type"),
 ]

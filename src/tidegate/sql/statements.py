@@ -39,6 +39,10 @@ def ident(name: str) -> exp.Identifier:
 
 
 def table(name: str, schema: str | None = None) -> exp.Table:
+    """A table by name; `schema.name` names one of another schema (a source's table: names are
+    plain identifiers, so a dot only ever separates the two)."""
+    if schema is None and "." in name:
+        schema, name = name.split(".", 1)
     return exp.Table(this=ident(name), db=ident(schema) if schema else None)
 
 
@@ -364,6 +368,24 @@ def check_measure(check: CheckSpec, source: exp.Table, flavor: Flavor = DUCKDB) 
     if check.kind == "unique":
         return flavor.render(_repeated_keys(check, source, None, None))
     return flavor.render(exp.select(_measure(check)).from_(source))
+
+
+def relationships_sql(column_name: str, to: str, field: str) -> str:
+    """A `relationships` check as a query check's SELECT: the staged rows (`this`) whose
+    non-NULL `column_name` no row of `to` holds in `field`."""
+    child = exp.column(column_name, table="this", quoted=True)
+    parent = exp.column(field, table="parent", quoted=True)
+    referenced = table(to)
+    referenced.set("alias", exp.TableAlias(this=ident("parent")))
+    found = exp.Exists(
+        this=exp.select(exp.Literal.number(1))
+        .from_(referenced)
+        .where(exp.EQ(this=parent, expression=child))
+    )
+    present = exp.Not(this=exp.Is(this=child.copy(), expression=exp.null()))
+    return _sql(
+        exp.select(exp.Star()).from_(table("this")).where(exp.and_(present, exp.Not(this=found)))
+    )
 
 
 def query_violations(

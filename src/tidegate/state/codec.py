@@ -13,6 +13,7 @@ from tidegate.domain.model import (
     ChangeKind,
     CheckSpec,
     Column,
+    DbtOrigin,
     ModelKind,
     ModelSpec,
     Program,
@@ -58,6 +59,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             **({"cursor": spec.cursor.config()} if spec.cursor else {}),
             **({"key_sources": [list(p) for p in spec.key_sources]} if spec.key_sources else {}),
             **({"min_rows": spec.min_rows} if spec.min_rows is not None else {}),
+            **({"dbt": spec.dbt.config()} if spec.dbt is not None else {}),
         },
         sort_keys=True,
     )
@@ -114,6 +116,19 @@ def spec_from_json(text: str) -> ModelSpec:
         cursor=_cursor_from(data.get("cursor")),
         key_sources=tuple((source, col) for source, col in data.get("key_sources", [])),
         min_rows=data.get("min_rows"),
+        dbt=_dbt_from(data.get("dbt")),
+    )
+
+
+def _dbt_from(data: dict[str, Any] | None) -> DbtOrigin | None:
+    if data is None:
+        return None
+    return DbtOrigin(
+        node_id=data["node"],
+        checksum=data["checksum"],
+        macros=tuple((macro, digest) for macro, digest in data["macros"]),
+        dbt_version=data["dbt"],
+        adapter=data["adapter"],
     )
 
 
