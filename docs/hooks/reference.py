@@ -148,6 +148,9 @@ def _section(name: str, annotation: Any) -> tuple[type[BaseModel], str]:
         return args[1], f"[{name}.NAME]"
     if origin is tuple:
         return args[0], f"[[{name}]]"
+    optional = [arg for arg in args if arg is not type(None)]
+    if len(optional) == 1:  # an optional section: `X | None`
+        return optional[0], f"[{name}]"
     return annotation, f"[{name}]"
 
 

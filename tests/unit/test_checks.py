@@ -19,6 +19,12 @@ VIOLATION_PARAMS = {
     "accepted_values": {"column": "a", "values": ["x", "y"]},
     "expression": {"expression": "a <= b"},
     "query": {"sql": "SELECT d FROM this WHERE a > b"},
+    "relationships": {
+        "column": "a",
+        "to": "parents",
+        "field": "id",
+        "sql": 'SELECT * FROM "this" WHERE NOT EXISTS(SELECT 1 FROM parents WHERE id = a)',
+    },
     "partition_bounds": {"column": "d", "keyed": False},
 }
 

@@ -82,12 +82,20 @@ def read_inputs(
     counting = _relative_checks(spec, "source")
     for source in (sources[name] for name in spec.sources):
         rules = [r for r in spec.reconciliations if r.source == source.name]
-        if spec.keys:
-            # a whole-table model reads every row, and reconciles with all of them: the
-            # partition predicate of no column holds every row
-            column = "" if spec.grain is Grain.TABLE else spec.key_column_in(source.name)
+        if spec.keys or not source.time_column:
+            # a whole-table model reads every row, and reconciles with all of them, as every
+            # partition reads a source without a time column: the partition predicate of no
+            # column holds every row
+            column = (
+                ""
+                if spec.grain is Grain.TABLE or not source.time_column
+                else spec.key_column_in(source.name)
+            )
+            whole: _SourceRead | None = None
             for partition in partitions:
-                keyed = _key_rows(engine, spec, source, column, partition, rules)
+                # every row: read once for the batch
+                keyed = whole or _key_rows(engine, spec, source, column, partition, rules)
+                whole = keyed if column == "" else None
                 source_values.setdefault(partition.start, {}).update(keyed.values)
                 if column is not None and keyed.checksum.rows < source.min_rows:
                     held = f" holding key {partition.label(spec.keys)}" if column else ""
