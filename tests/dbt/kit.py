@@ -103,7 +103,7 @@ def load_raw_duckdb(path: Path, days: int, schema: str = "raw") -> None:
 
 
 def load_raw_postgres(dsn: str, schema: str, days: int) -> None:
-    """Drops and creates `schema` on the server of `dsn`, with the raw tables and `raw_rows(days)`."""
+    """Drops and creates `schema` on the server of `dsn`: the raw tables, `raw_rows(days)`."""
     data = raw_rows(days)
     with psycopg.connect(dsn, connect_timeout=10) as con:
         con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
