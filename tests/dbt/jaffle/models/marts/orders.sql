@@ -1,6 +1,7 @@
 {# unique_key on PostgreSQL only: dbt-postgres's microbatch requires one (it merges each batch
-   on it), dbt-duckdb's refuses one (it replaces each batch's rows, delete+insert). The refs are read in CTEs, never aliased in place: on PostgreSQL a microbatch ref renders as an
-   aliased subquery (`(select ...) _dbt_et_filter_subq_stg_orders`), which takes no second alias. #}
+   on it), dbt-duckdb's refuses one (it replaces each batch's rows, delete+insert). The refs are
+   read in CTEs, never aliased in place: on PostgreSQL a microbatch ref renders as an aliased
+   subquery (`(select ...) _dbt_et_filter_subq_stg_orders`), which takes no second alias. #}
 {{
     config(
         materialized='incremental',
