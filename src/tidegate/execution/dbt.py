@@ -23,7 +23,7 @@ from tidegate.execution.unit import ReadFrom, Unit
 from tidegate.project.code_files import require_unchanged
 from tidegate.project.dbt_model import project_files
 
-DBT_REQUIREMENTS = ("dbt-core>=1.8,<1.12", "dbt-duckdb>=1.8")
+DBT_REQUIREMENTS = ("dbt-core>=1.8,<1.12", "dbt-duckdb>=1.8", "dbt-postgres>=1.8")
 VENV_VARIABLE = "TIDEGATE_DBT_VENV"
 PROFILE = "tidegate"
 INSTALL_TIMEOUT_SECONDS = 1800

@@ -1,0 +1,4 @@
+select
+    id,
+    name
+from {{ source('raw', 'customers') }}
