@@ -137,20 +137,48 @@ def cli() -> None:
     type=int,
     help="With --example: seed of the generated orders (the same seed, the same rows).",
 )
+@click.option(
+    "--dbt",
+    "dbt",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Control the dbt project in this folder as it is: [dbt] and the warehouse its "
+    "profile's target builds into (nothing is written into the dbt project).",
+)
+@click.option(
+    "--dbt-target", default=None, help="With --dbt: the profile's target (default: its own)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def init(
-    directory: Path, example: str | None, rows_per_day: int, seed: int, as_json: bool, debug: bool
+    directory: Path,
+    example: str | None,
+    rows_per_day: int,
+    seed: int,
+    dbt: Path | None,
+    dbt_target: str | None,
+    as_json: bool,
+    debug: bool,
 ) -> None:
     """Scaffold a project in DIRECTORY."""
     from tidegate.ops.init import init as init_op
+    from tidegate.ops.init import init_dbt
 
-    done = init_op(directory, example, rows_per_day, seed)
+    if dbt is not None and example is not None:
+        fail("--dbt and --example scaffold different projects: give one", 2, as_json)
+    if dbt_target is not None and dbt is None:
+        fail("--dbt-target is for --dbt", 2, as_json)
+    done = (
+        init_dbt(directory, dbt, dbt_target)
+        if dbt is not None
+        else init_op(directory, example, rows_per_day, seed)
+    )
     document = {
         "schema": "tidegate.init/v1",
         "project": str(done.root),
         "example": done.example,
         "orders_rows": done.orders_rows,
+        **({"dbt": str(dbt)} if dbt is not None else {}),
     }
     emit(
         as_json,
@@ -158,6 +186,7 @@ def init(
         lambda: echo(
             f"initialized {done.root}"
             + (f" with {done.orders_rows:,} orders" if done.example else "")
+            + (f" for the dbt project {dbt}; next: tidegate build" if dbt is not None else "")
         ),
     )
 
@@ -218,8 +247,13 @@ def build(ctx: Any, as_json: bool) -> None:
     from tidegate.ops.build import build as build_op
 
     built = build_op(ctx)
-    document = {"schema": "tidegate.build/v1", "models": [render.built_doc(b) for b in built]}
-    emit(as_json, document, lambda: render.build(built))
+    dbt = ctx.project.dbt
+    document = {
+        "schema": "tidegate.build/v1",
+        "models": [render.built_doc(b) for b in built],
+        **({"dbt": render.dbt_doc(dbt)} if dbt is not None else {}),
+    }
+    emit(as_json, document, lambda: render.build(built, dbt))
 
 
 @cli.command()

@@ -12,10 +12,11 @@ from rich.style import StyleType
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tidegate.terminal import one_line, printable
+from tidegate.terminal import echo, one_line, printable
 
 if TYPE_CHECKING:
     # types only: importing the writing commands would slow the ledger readers' start-up
+    from tidegate.dbt.models import DbtProject
     from tidegate.domain.gate import Gate
     from tidegate.ops.build import Built
     from tidegate.ops.run import RunResult
@@ -65,13 +66,37 @@ def built_doc(built: Built) -> dict[str, Any]:
     }
 
 
-def build(built: list[Built]) -> None:
+def build(built: list[Built], dbt: DbtProject | None = None) -> None:
     table = Table("model", "version", "fingerprint", "change", "note")
     for b in built:
         v = b.version
         change, note = build_row(b)
         table.add_row(v.model, f"v{v.seq}", v.version_id, change, note)
     console.print(table)
+    if dbt is None:
+        return
+    echo(
+        f"dbt project {dbt.folder} (dbt {dbt.dbt_version}, {dbt.adapter}): "
+        f"{len(dbt.models)} model(s) controlled by tidegate"
+    )
+    if dbt.inlined:
+        echo(f"  inlined by dbt into their readers (ephemeral): {', '.join(dbt.inlined)}")
+    for item in dbt.left_to_dbt:
+        echo(f"  left to dbt: {item.node}: {item.reason}")
+    for item in dbt.tests_not_run:
+        echo(f"  dbt test not run by tidegate: {item.node}: {item.reason}")
+
+
+def dbt_doc(dbt: DbtProject) -> dict[str, Any]:
+    return {
+        "project": dbt.folder,
+        "dbt_version": dbt.dbt_version,
+        "adapter": dbt.adapter,
+        "models": sorted(dbt.models),
+        "inlined": list(dbt.inlined),
+        "left_to_dbt": [{"node": i.node, "reason": i.reason} for i in dbt.left_to_dbt],
+        "tests_not_run": [{"test": i.node, "reason": i.reason} for i in dbt.tests_not_run],
+    }
 
 
 def build_row(built: Built) -> tuple[str, str]:
@@ -279,6 +304,11 @@ def partition(document: dict[str, Any]) -> None:
             f"  written by   v{v['seq']} ({v['id']}), fingerprint {v['fingerprint'][:16]}"
         )
         console.print(f"  commit       {commit}{dirty}")
+        if "dbt" in v:
+            dbt = v["dbt"]
+            console.print(
+                f"  dbt node     {dbt['node']} (dbt {dbt['dbt_version']}, {dbt['adapter']})"
+            )
         console.print(f"  run          {published['run_id']}  attempt {published['attempt_id']}")
         console.print(f"  published at {published['published_at']}")
         console.print(f"  rows         {published['rows']}  checksum {published['checksum']}")

@@ -1,7 +1,8 @@
 """A dbt model's compiled SELECT as a tidegate model's: every relation of a ref or source
 renamed to the tidegate model or source that holds it, and, in a partitioned model, every one
 that has an event time filtered to the partition window as dbt microbatch filters it
-(`$start`/`$end` stay parameters the engine binds)."""
+(`$start`/`$end` stay parameters the engine binds): those the model reads itself, not those its
+inlined ephemeral models read."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from tidegate.sql.model_sql import DIALECT
+
+# how dbt names the CTE of an ephemeral model it inlines into a reader
+EPHEMERAL_PREFIX = "__dbt__cte__"
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def rewrite(
             return node
         reads.add(target.name)
         table = exp.Table(this=exp.to_identifier(target.name))
-        if not windowed or target.time_column is None:
+        if not windowed or target.time_column is None or _in_ephemeral(node):
             table.set("alias", alias)
             return table
         column = exp.column(target.time_column, quoted=True)
@@ -83,3 +87,14 @@ def rewrite(
         frozenset(reads),
         tuple(sorted(set(unknown))),
     )
+
+
+def _in_ephemeral(node: exp.Expr) -> bool:
+    """Whether a relation is read by an ephemeral model dbt inlined as a CTE: dbt microbatch
+    filters only the relations the model itself reads, so tidegate does too."""
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.CTE) and parent.alias.startswith(EPHEMERAL_PREFIX):
+            return True
+        parent = parent.parent
+    return False

@@ -52,8 +52,9 @@ def tool_versions() -> dict[str, str]:
     return found
 
 
-def git_state(root: Path) -> tuple[str | None, bool]:
-    """The commit of the project's repository and whether its model files differ from it."""
+def git_state(root: Path, code: tuple[str, ...] = ()) -> tuple[str | None, bool]:
+    """The commit of the project's repository and whether its model files (and the folders in
+    `code`: a dbt project's) differ from it."""
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
@@ -63,7 +64,17 @@ def git_state(root: Path) -> tuple[str | None, bool]:
             timeout=10,
         ).stdout.strip()
         changes = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", PROJECT_FILE, MODELS_DIR],
+            [
+                "git",
+                "-C",
+                str(root),
+                "status",
+                "--porcelain",
+                "--",
+                PROJECT_FILE,
+                MODELS_DIR,
+                *code,
+            ],
             capture_output=True,
             text=True,
             check=True,
@@ -191,7 +202,8 @@ def build(ctx: Context) -> list[Built]:
     # every model is snapshot before the ledger is opened: a refusal records nothing
     snapped = list(snapshots(project))
     state = ctx.state
-    commit, dirty = git_state(project.root)
+    dbt = project.settings.dbt
+    commit, dirty = git_state(project.root, (dbt.project,) if dbt is not None else ())
     versions = tool_versions()
     results: list[Built] = []
     for spec, full, rendered, upstream in snapped:

@@ -68,6 +68,20 @@ def load_orders(warehouse: Path, rows_per_day: int, seed: int, wait: bool) -> in
         engine.close()
 
 
+def init_dbt(root: Path, dbt: Path, target: str | None) -> Initialized:
+    """A project controlling the dbt project at `dbt` (see init_dbt.py)."""
+    from tidegate.ops.init_dbt import dbt_project_file
+
+    if (root / PROJECT_FILE).exists():
+        raise UsageError(f"{root / PROJECT_FILE} already exists; init never overwrites a project")
+    text = dbt_project_file(root, dbt, target)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / PROJECT_FILE).write_text(text)
+    if not (root / ".gitignore").exists():
+        (root / ".gitignore").write_text(PROJECT_GITIGNORE)
+    return Initialized(root, None, None)
+
+
 def init(
     root: Path, example: str | None, rows_per_day: int, seed: int, wait: bool = False
 ) -> Initialized:

@@ -14,7 +14,7 @@ from typing import Any
 from tidegate.domain.command import CommandRecord
 from tidegate.domain.errors import UsageError
 from tidegate.domain.ids import looks_like_run_id
-from tidegate.domain.model import ModelSpec, Version
+from tidegate.domain.model import DbtOrigin, ModelSpec, Version
 from tidegate.domain.partitions import (
     Grain,
     PartitionKey,
@@ -48,7 +48,12 @@ def _version_doc(version: Version | None) -> dict[str, Any] | None:
         "git_dirty": version.git_dirty,
         "created_at": version.created_at,
         "change": version.change.value,
+        **({"dbt": _dbt_doc(version.spec.dbt)} if version.spec.dbt is not None else {}),
     }
+
+
+def _dbt_doc(origin: DbtOrigin) -> dict[str, str]:
+    return {"node": origin.node_id, "dbt_version": origin.dbt_version, "adapter": origin.adapter}
 
 
 def _label(spec: ModelSpec, start: int, end: int) -> str:
