@@ -8,14 +8,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import psycopg
+import pytest
 from psycopg import sql
 from sqlglot import exp
 
+from tests.kit import Result, tidegate
 from tidegate.execution.dbt import VENV_VARIABLE, dbt_executable
 
 FIXTURE = Path(__file__).parent / "jaffle"
@@ -210,3 +213,67 @@ def same_rows_duckdb(left_db: Path, right_db: Path, table: str, schema: str = "m
 
 def _duck_literal(value: str) -> str:
     return exp.Literal.string(value).sql("duckdb")
+
+
+# --- tidegate controlling the fixture -------------------------------------------------------------
+
+# the fixture's models in dependency order
+MODELS = ("stg_customers", "stg_orders", "stg_payments", "orders", "daily_revenue", "customers")
+PARTITIONED = ("orders", "daily_revenue")
+
+
+@dataclass(frozen=True)
+class Shop:
+    """A tidegate project (`root`) controlling a copy of the fixture (`dbt`), its warehouse
+    the DuckDB file the profile's target builds into, holding `days` days of raw rows."""
+
+    root: Path
+    dbt: Path
+    warehouse: Path
+    days: int
+
+    @property
+    def window(self) -> str:
+        end = BEGIN + timedelta(days=self.days - 1)
+        return f"{BEGIN.isoformat()}..{end.isoformat()}"
+
+
+def duckdb_shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: int = 5) -> Shop:
+    """`tidegate init --dbt` over a fresh copy of the fixture, with raw rows loaded. The
+    profile's variables are set in this process (the CLI runs in it) and inherited by dbt."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    project = copy_fixture(root / "analytics")
+    warehouse = root / "warehouse.duckdb"
+    load_raw_duckdb(warehouse, days)
+    monkeypatch.setenv(VENV_VARIABLE, str(SHARED_VENV))
+    for name, value in duckdb_env(warehouse).items():
+        monkeypatch.setenv(name, value)
+    cli(root, "init", str(root), "--dbt", str(project), "--dbt-target", "duckdb")
+    return Shop(root, project, warehouse, days)
+
+
+def release(shop: Shop, models: tuple[str, ...] = MODELS) -> None:
+    """Build, deploy and backfill every model, in dependency order, over the generated days."""
+    cli(shop.root, "build")
+    for model in models:
+        cli(shop.root, "deploy", model)
+    for model in models:
+        window = shop.window if model in PARTITIONED else "all"
+        cli(shop.root, "backfill", model, "--partitions", window)
+
+
+def cli(root: Path, *args: str, code: int = 0) -> Result:
+    """The tidegate CLI, in this process; `init` takes its folder, the rest `--project`."""
+    found = tidegate(*args) if args[0] == "init" else tidegate(*args, "--project", root)
+    assert found.exit_code == code, (args, found.stdout, found.stderr)
+    return found
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its content."""
+    return {
+        f.relative_to(folder).as_posix(): f.read_bytes()
+        for f in sorted(folder.rglob("*"))
+        if f.is_file()
+    }
