@@ -219,7 +219,7 @@ def _duck_literal(value: str) -> str:
 
 # the fixture's models in dependency order
 MODELS = ("stg_customers", "stg_orders", "stg_payments", "orders", "daily_revenue", "customers")
-PARTITIONED = ("orders", "daily_revenue")
+PARTITIONED = ("stg_orders", "stg_payments", "orders", "daily_revenue")
 
 
 @dataclass(frozen=True)

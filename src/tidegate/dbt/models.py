@@ -1,9 +1,10 @@
 """Every model of a dbt project as a tidegate SQL model, from dbt's manifest (pure: the
 columns of models without an enforced contract come from `describe`).
 
-- A model declaring dbt's `event_time` with a `batch_size` (as dbt microbatch does), or
-  `meta: {tidegate: {grain: …, time_column: …}}`, is partitioned by that grain; any other is a
-  whole-table model (one partition, `all`).
+- A model declaring dbt's `event_time` is partitioned by its `batch_size` (as dbt microbatch
+  does), or by day without one; `meta: {tidegate: {grain: …, time_column: …}}` says so for any
+  model (`grain: table` keeps one with an event time whole); any other is a whole-table model
+  (one partition, `all`).
 - Its compiled SELECT reads tidegate's relations, each with an event time filtered to the
   partition's window (relations.py).
 - Sources are the project's `sources:` (read per window when they name an event time or a
@@ -256,10 +257,9 @@ def _targets(
 def _partitioning(node: Node) -> tuple[Grain, str, str | None]:
     """(grain, partition column, start) of a model; raises DbtModelProblem."""
     meta = node.tidegate
-    declared = meta.get("grain")
     column: str | None = meta.get("time_column") or node.event_time
-    if declared is None and node.event_time and node.batch_size:
-        declared, column = node.batch_size, node.event_time
+    # an event time partitions the model: by its microbatch batch size, else by day
+    declared = meta.get("grain") or node.batch_size or ("day" if column else None)
     start: str | None = meta.get("start", node.begin)
     if declared is None or declared == "table":
         return Grain.TABLE, "", None
