@@ -75,3 +75,101 @@ def test_tidegate_publishes_what_plain_dbt_builds_and_writes_nothing_into_the_pr
         "assert_no_negative_amounts",
     } <= set(checks)
     assert any(name.startswith("relationships_orders_customer_id") for name in checks)
+
+
+def test_a_failing_dbt_test_blocks_the_publish_and_keeps_the_old_partition(
+    shop: kit.Shop,
+) -> None:
+    kit.release(shop)
+    before = published(shop, "orders")
+    with duckdb.connect(str(shop.warehouse)) as con:
+        # a refund booked as a negative payment on the second day: the singular test fails
+        con.execute(
+            "UPDATE raw.payments SET amount_cents = -5000 "
+            "WHERE paid_at >= TIMESTAMP '2025-01-02' AND paid_at < TIMESTAMP '2025-01-03'"
+        )
+    kit.cli(shop.root, "backfill", "stg_payments", "--partitions", "2025-01-02")
+    failed = document(shop, "run", "orders", "--partition", "2025-01-02", code=1)
+    [partition] = failed["partitions"]
+    assert partition["state"] == "failed" and "assert_no_negative_amounts" in partition["reason"]
+    assert published(shop, "orders") == before
+    # the warn test on stg_payments.method failed on a day with a gift card payment, and the
+    # day was published anyway
+    warned = []
+    for day in range(1, shop.days + 1):
+        shown = document(shop, "show", "partition", "stg_payments", f"2025-01-{day:02d}")
+        warned += [
+            c
+            for c in shown["published"]["checks"]
+            if c["name"].startswith("accepted_values") and not c["passed"]
+        ]
+    assert warned and {c["severity"] for c in warned} == {"warn"}
+
+
+def test_an_edit_to_an_unrelated_model_makes_no_new_version(shop: kit.Shop) -> None:
+    first = {m["model"]: m for m in document(shop, "build")["models"]}
+    customers = shop.dbt / "models" / "marts" / "customers.sql"
+    customers.write_text(customers.read_text() + "\n-- a note\n")
+    second = {m["model"]: m for m in document(shop, "build")["models"]}
+    assert second["customers"]["created"]
+    assert second["customers"]["version_id"] != first["customers"]["version_id"]
+    for model in set(kit.MODELS) - {"customers"}:
+        assert second[model]["version_id"] == first[model]["version_id"], model
+        assert not second[model]["created"], model
+    # a macro is part of the models that call it, and of no other
+    macro = shop.dbt / "macros" / "cents_to_dollars.sql"
+    macro.write_text(macro.read_text().replace("100.0", "100.00"))
+    third = {m["model"]: m for m in document(shop, "build")["models"]}
+    assert third["stg_payments"]["created"]
+    assert not third["stg_orders"]["created"] and not third["stg_customers"]["created"]
+
+
+def test_a_dbt_compile_error_is_one_line_naming_the_node_and_file(shop: kit.Shop) -> None:
+    orders = shop.dbt / "models" / "marts" / "orders.sql"
+    orders.write_text(orders.read_text().replace("ref('stg_orders')", "ref('stg_order')"))
+    failed = kit.cli(shop.root, "build", code=2)
+    [line] = failed.stderr.strip().splitlines()
+    assert line.startswith("error: tidegate.toml: dbt compile failed: ")
+    assert "orders" in line and "models/marts/orders.sql" in line and "stg_order" in line
+    # dbt's whole output is kept, its own messages on stdout included
+    log = (shop.root / ".tidegate" / "dbt" / "compile.log").read_text()
+    assert "stg_order" in log
+    assert kit.cli(shop.root, "status", code=2).stderr == failed.stderr
+
+
+def test_an_empty_day_is_skipped_never_a_placeholder_row(shop: kit.Shop) -> None:
+    kit.release(shop)
+    after = f"{kit.BEGIN.replace(day=kit.BEGIN.day + shop.days).isoformat()}"
+    events = kit.cli(shop.root, "backfill", "stg_orders", "--partitions", after, "--json", code=1)
+    [skipped] = [
+        e for e in map(json.loads, events.stdout.splitlines()) if e["event"] == "partition"
+    ]
+    assert skipped["state"] == "skipped" and "raw_orders has 0 row(s)" in skipped["reason"]
+    events = kit.cli(shop.root, "backfill", "orders", "--partitions", after, "--json", code=1)
+    [waiting] = [
+        e for e in map(json.loads, events.stdout.splitlines()) if e["event"] == "partition"
+    ]
+    assert waiting["state"] == "skipped" and "stg_orders" in waiting["reason"]
+    with duckdb.connect(str(shop.warehouse), read_only=True) as con:
+        nulls = con.execute("SELECT count(*) FROM orders WHERE order_id IS NULL").fetchone()
+    assert nulls == (0,)
+
+
+def test_a_partitioned_model_reads_a_source_without_an_event_time_whole(
+    shop: kit.Shop, tmp_path: Path
+) -> None:
+    named = shop.dbt / "models" / "marts" / "named_orders.sql"
+    named.write_text(
+        "{{ config(materialized='table', meta={'tidegate': {'grain': 'day', "
+        "'time_column': 'ordered_at'}}) }}\n"
+        "select o.order_id, o.ordered_at, c.name\n"
+        "from {{ ref('stg_orders') }} o\n"
+        "join {{ source('raw', 'customers') }} c on c.id = o.customer_id\n"
+    )
+    plain = plain_dbt(shop, tmp_path)
+    kit.release(shop, (*kit.MODELS, "named_orders"))
+    kit.same_rows_duckdb(plain, shop.warehouse, "named_orders")
+    shown = document(shop, "show", "partition", "named_orders", "2025-01-03")
+    reads = {r["upstream"]: r for r in shown["published"]["inputs"]}
+    assert set(reads) == {"stg_orders", "raw_customers"}
+    assert reads["raw_customers"]["range"].startswith("2025-01-03T00:00:00")
