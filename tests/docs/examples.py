@@ -6,6 +6,9 @@ The page names the project they run against in a comment of its own:
     <!-- examples: orders -->   a fresh `tidegate init --example orders` project (the default)
     <!-- examples: demo -->     a project the demo has run both stories in
     <!-- examples: empty -->    an empty folder (the page makes its own project)
+    <!-- examples: dbt -->      a folder holding the jaffle dbt project (tests/dbt/jaffle) as
+                                `analytics/` and the DuckDB file its profile builds into, with
+                                five days of raw rows; dbt installed (TIDEGATE_DBT_VENV)
 
 The blocks of a page run in order, each as a bash script that stops at the first failing line;
 a block starts in the folder where the one before it ended (a `cd` carries over, as in a reader's
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SETUPS = ("orders", "demo", "empty")
+SETUPS = ("orders", "demo", "empty", "dbt")
 FENCE = re.compile(
     r"^(?P<indent>[ \t]*)```(?:bash|sh)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S
 )

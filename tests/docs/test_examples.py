@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.dbt.kit import (
+    copy_fixture,
+    dbt_executable_for_tests,
+    duckdb_env,
+    load_raw_duckdb,
+)
 from tests.docs.examples import SETUPS, Page, pages, script
+from tidegate.execution.dbt import VENV_VARIABLE
 
 BIN = Path(sys.executable).parent
 PAGES = pages()
@@ -39,6 +46,8 @@ def prepared(page: Page, root: Path, env: dict[str, str]) -> Path:
     if page.setup == "empty":
         project.mkdir()
         return project
+    if page.setup == "dbt":
+        return dbt_shop(project, env)
     command = (
         ["tidegate", "init", "--example", "orders", "--rows-per-day", "50", str(project)]
         if page.setup == "orders"
@@ -46,6 +55,22 @@ def prepared(page: Page, root: Path, env: dict[str, str]) -> Path:
     )
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+    return project
+
+
+def dbt_shop(project: Path, env: dict[str, str]) -> Path:
+    """A folder holding the jaffle fixture as `analytics/` and the DuckDB file its profile's
+    `duckdb` target builds into, with five days of raw rows; the profile's variables and the
+    test suite's dbt (tests/dbt/kit.py: installed once, shared) in the examples' environment."""
+    project.mkdir()
+    copy_fixture(project / "analytics")
+    warehouse = project / "warehouse.duckdb"
+    load_raw_duckdb(warehouse, days=5)
+    dbt = dbt_executable_for_tests()
+    env.update(duckdb_env(warehouse))
+    env[VENV_VARIABLE] = str(dbt.parent.parent)  # the suite's shared venv, by default
+    # plain dbt on the PATH, as where a dbt project is developed
+    env["PATH"] = f"{env['PATH']}{os.pathsep}{dbt.parent}"
     return project
 
 

@@ -44,6 +44,8 @@ class Compiled:
 def compiled(root: Path, section: DbtSection, redact: Callable[[str], str]) -> Compiled:
     """The project's manifest as dbt compiles it now: from the cache when nothing that decides
     it changed, else compiled anew (one compile at a time per project)."""
+    # absolute: dbt runs in the dbt project's folder, and must not write its artifacts there
+    root = root.resolve()
     folder = dbt_folder(root, section)
     profiles = profiles_dir(root, section, folder)
     key = _cache_key(folder, profiles, section)
@@ -206,7 +208,8 @@ def _compile(
     if done.returncode != 0:
         raise ConfigError(
             PROJECT_FILE,
-            f"dbt compile failed: {_first_error(output)} (dbt's whole output: {log})",
+            f"dbt compile failed: {_first_error(output)} "
+            f"(dbt's whole output: {log.relative_to(root)})",
         )
     return {"dbt": "", "adapter": "", **_versions(python, folder, artifacts)}
 
