@@ -26,10 +26,13 @@ from tidegate.domain.errors import UsageError
 from tidegate.domain.graph import CycleError, topological_order
 from tidegate.domain.model import Column, DbtOrigin, ModelSpec, Source
 from tidegate.domain.partitions import WHOLE_LABEL, Grain, parse_partition
+from tidegate.project.config import IDENTIFIER
 from tidegate.sql.model_sql import SqlProblem, parse_query, parse_type
 from tidegate.sql.statements import is_time_type
 
 CONTROLLED = frozenset({"table", "view", "incremental"})
+# what `meta: {tidegate: {...}}` may say of a model
+META_KEYS = frozenset({"grain", "time_column", "start", "min_rows"})
 GRAINS = {"hour": Grain.HOUR, "day": Grain.DAY, "month": Grain.MONTH}
 _START_LENGTHS = {Grain.HOUR: 13, Grain.DAY: 10, Grain.MONTH: 7}
 
@@ -100,7 +103,11 @@ def dbt_project(
             controlled[node.unique_id] = node
             continue
         left.append(LeftToDbt(node.name, reason))
-        if node.relation is not None and warehouse.holds(node.relation):
+        if (
+            node.relation is not None
+            and warehouse.holds(node.relation)
+            and IDENTIFIER.match(node.name)
+        ):
             name = _free_name(node.name, sources, taken)
             sources[name] = Source(name, _physical(node.relation, warehouse), node.event_time or "")
     targets = _targets(manifest, controlled, sources, warehouse)
@@ -181,6 +188,8 @@ def _left_reason(node: Node, warehouse: Warehouse, reserved: Callable[[str], boo
             f"builds into {relation.database}.{relation.schema}, not the warehouse's "
             f"{warehouse.database}.{warehouse.schema} (a custom database or schema)"
         )
+    if not IDENTIFIER.match(node.name):
+        return f"its name {node.name!r} is not a plain identifier (letters, digits and _)"
     if relation.identifier != node.name:
         return f"its alias {relation.identifier!r} differs from its name"
     if reserved(node.name):
@@ -208,6 +217,11 @@ def _sources(manifest: Manifest, warehouse: Warehouse, taken: set[str]) -> dict[
     found: dict[str, Source] = {}
     for source in manifest.sources.values():
         name = _free_name(f"{source.source_name}_{source.name}", found, taken)
+        if not IDENTIFIER.match(name):
+            raise DbtModelProblem(
+                f"dbt source {source.source_name}.{source.name}: tidegate names it {name!r}, "
+                "which is not a plain identifier (letters, digits and _)"
+            )
         if source.relation.database.lower() != warehouse.database.lower():
             raise DbtModelProblem(
                 f"dbt source {source.source_name}.{source.name} is in database "
@@ -257,6 +271,11 @@ def _targets(
 def _partitioning(node: Node) -> tuple[Grain, str, str | None]:
     """(grain, partition column, start) of a model; raises DbtModelProblem."""
     meta = node.tidegate
+    unknown = sorted(set(meta) - META_KEYS)
+    if unknown:
+        raise DbtModelProblem(
+            f"meta.tidegate.{unknown[0]}: unknown key (known: {', '.join(sorted(META_KEYS))})"
+        )
     column: str | None = meta.get("time_column") or node.event_time
     # an event time partitions the model: by its microbatch batch size, else by day
     declared = meta.get("grain") or node.batch_size or ("day" if column else None)
