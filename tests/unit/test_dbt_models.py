@@ -117,7 +117,8 @@ def test_event_time_partitions_and_windows_what_has_an_event_time() -> None:
         ),
         "model.p.daily": model(
             "daily",
-            'select e.id, e.at, e.amount from "w"."main"."stg" e join "w"."raw"."people" p on p.id = e.id',
+            'select e.id, e.at, e.amount from "w"."main"."stg" e '
+            'join "w"."raw"."people" p on p.id = e.id',
             depends=("model.p.stg",),
             materialized="incremental",
             incremental_strategy="microbatch",
@@ -264,7 +265,7 @@ def test_a_model_tidegate_cannot_partition_as_declared_is_refused(
     meta: dict[str, Any], message: str
 ) -> None:
     nodes = {"model.p.m": model("m", 'select * from "w"."raw"."events"', meta={"tidegate": meta})}
-    with pytest.raises(DbtModelProblem, match="models/m.sql: dbt model m: ") as raised:
+    with pytest.raises(DbtModelProblem, match=r"models/m\.sql: dbt model m: ") as raised:
         project(manifest(nodes, SOURCES))
     assert message in str(raised.value)
 
@@ -272,7 +273,8 @@ def test_a_model_tidegate_cannot_partition_as_declared_is_refused(
 def test_relations_in_an_inlined_ephemeral_model_are_read_whole() -> None:
     targets = {("w", "main", "pay"): Target("pay", "at"), ("w", "main", "ord"): Target("ord", "at")}
     compiled = (
-        'with __dbt__cte__eph as (select * from "w"."main"."pay"), o as (select * from "w"."main"."ord") '
+        'with __dbt__cte__eph as (select * from "w"."main"."pay"), '
+        'o as (select * from "w"."main"."ord") '
         "select * from o join __dbt__cte__eph using (id)"
     )
     done = rewrite(compiled, "duckdb", targets, windowed=True)
