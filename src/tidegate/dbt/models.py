@@ -121,7 +121,13 @@ def dbt_project(
     models: dict[str, ModelSpec] = {}
     columns: dict[str, tuple[Column, ...]] = {}
     node_ids: dict[str, str] = {}
-    plan = TestPlan(manifest, controlled, dependencies)
+    names = {
+        uid: targets[n.relation.key].name
+        for uid, n in manifest.nodes.items()
+        if n.relation is not None and n.relation.key in targets
+    }
+    names.update({uid: targets[s.relation.key].name for uid, s in manifest.sources.items()})
+    plan = TestPlan(manifest, controlled, dependencies, names)
     not_run: list[LeftToDbt] = []
     for uid in order:
         node = controlled[uid]

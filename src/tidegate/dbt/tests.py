@@ -36,8 +36,11 @@ class TestPlan:
         manifest: Manifest,
         controlled: Mapping[str, Node],
         dependencies: Mapping[str, tuple[str, ...]],
+        names: Mapping[str, str],
     ) -> None:
         self.controlled = controlled
+        # each dbt node or source tidegate reads (by unique id) → its tidegate model or source
+        self.names = names
         self.upstream = {uid: _closure(uid, dependencies) for uid in controlled}
         self.tests: dict[str, list[Test]] = {}
         self.orphans: list[Test] = []
@@ -149,25 +152,15 @@ def _relationships(
             f"relationships to {plan.controlled[parent].name}, which is computed from "
             f"{node.name}: dbt checks it once both are built"
         )
-    to = _target_name(plan, parent, targets)
+    to = plan.names.get(parent)
+    if to is None:
+        raise _NotRun(f"relationships to {parent}, which tidegate does not read")
     return {
         "column": column,
         "to": to,
         "field": field,
         "sql": relationships_sql(column, to, field),
     }
-
-
-def _target_name(
-    plan: TestPlan, parent: str, targets: Mapping[tuple[str, str, str], Target]
-) -> str:
-    node = plan.controlled.get(parent)
-    if node is not None and node.relation is not None:
-        return node.name
-    for key, target in targets.items():
-        if parent.endswith("." + key[2]) or target.name == parent.rsplit(".", 1)[-1]:
-            return target.name
-    raise _NotRun(f"reads {parent}, which tidegate does not know")
 
 
 def _query(
