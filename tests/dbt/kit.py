@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -132,6 +133,33 @@ def drop_postgres_schemas(dsn: str, *schemas: str) -> None:
             con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+def tidegate_schemas(dsn: str) -> set[str]:
+    """The schemas of tidegate's own (`_tidegate`, `_tidegate_staging`, ...) in the database."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as con:
+        rows = con.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", ["\\_tidegate%"]
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def drop_tidegate_leftovers(dsn: str, before: set[str], ledger: Path) -> None:
+    """Drops tidegate's own schemas that were not in the database `before` (the test's run
+    created them); from those that were, which are someone else's too, it deletes only the
+    commit markers of the attempts in `ledger` (the test's project's state.db, if any)."""
+    drop_postgres_schemas(dsn, *sorted(tidegate_schemas(dsn) - before))
+    if "_tidegate" not in before or not ledger.is_file():
+        return
+    with sqlite3.connect(ledger) as state:
+        attempts = [r[0] for r in state.execute("SELECT attempt_id FROM attempts")]
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as con:
+        con.execute(
+            sql.SQL("DELETE FROM {} WHERE attempt_id = ANY(%s)").format(
+                sql.Identifier("_tidegate", "commit_markers")
+            ),
+            [attempts],
+        )
+
+
 def duckdb_env(path: Path, raw_schema: str = "raw") -> dict[str, str]:
     """The profile's environment for the `duckdb` target, the DuckDB file `path`."""
     return {"DBT_TARGET": "duckdb", "JAFFLE_DUCKDB": str(path), "JAFFLE_RAW_SCHEMA": raw_schema}
@@ -215,12 +243,31 @@ def _duck_literal(value: str) -> str:
     return exp.Literal.string(value).sql("duckdb")
 
 
+def same_rows_postgres(dsn: str, left_schema: str, right_schema: str, table: str) -> None:
+    """Asserts `table` holds the same rows (as a multiset) in both schemas of the database of
+    `dsn`: the same count, and EXCEPT ALL empty both ways."""
+    left, right = sql.Identifier(left_schema, table), sql.Identifier(right_schema, table)
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as con:
+        counts = [
+            con.execute(sql.SQL("SELECT count(*) FROM {}").format(t)).fetchone()
+            for t in (left, right)
+        ]
+        assert counts[0] == counts[1], f"{table}: {counts[0]} rows against {counts[1]}"
+        for one, other, name in ((left, right, left_schema), (right, left, right_schema)):
+            extra = con.execute(
+                sql.SQL("SELECT * FROM {} EXCEPT ALL SELECT * FROM {} LIMIT 5").format(one, other)
+            ).fetchall()
+            assert not extra, f"{table}: rows of {name} only: {extra}"
+
+
 # --- tidegate controlling the fixture -------------------------------------------------------------
 
 # the fixture's models in dependency order
 MODELS = ("stg_customers", "stg_orders", "stg_payments", "orders", "daily_revenue", "customers")
 # the whole-table models (no event time); the others are partitioned by day
 WHOLE = ("stg_customers", "customers")
+# a shop's ledger, under the folder its shop is made in
+SHOP_LEDGER = Path("shop") / ".tidegate" / "state.db"
 
 
 @dataclass(frozen=True)
@@ -235,8 +282,31 @@ class Shop:
 
     @property
     def window(self) -> str:
-        end = BEGIN + timedelta(days=self.days - 1)
-        return f"{BEGIN.isoformat()}..{end.isoformat()}"
+        return days_window(self.days)
+
+
+@dataclass(frozen=True)
+class PostgresShop:
+    """A tidegate project (`root`) controlling a copy of the fixture (`dbt`) whose profile's
+    `postgres` target builds into `schema` of the database of `dsn`, reading `days` days of raw
+    rows from `raw_schema`."""
+
+    root: Path
+    dbt: Path
+    dsn: str
+    schema: str
+    raw_schema: str
+    days: int
+
+    @property
+    def window(self) -> str:
+        return days_window(self.days)
+
+
+def days_window(days: int) -> str:
+    """The partitions of the generated days: `START..END` (inclusive)."""
+    end = BEGIN + timedelta(days=days - 1)
+    return f"{BEGIN.isoformat()}..{end.isoformat()}"
 
 
 def duckdb_shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: int = 5) -> Shop:
@@ -254,7 +324,29 @@ def duckdb_shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, days: int = 5) 
     return Shop(root, project, warehouse, days)
 
 
-def release(shop: Shop, models: tuple[str, ...] = MODELS) -> None:
+def postgres_shop(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    schema: str,
+    raw_schema: str,
+    days: int = 5,
+    dsn: str = POSTGRES,
+) -> PostgresShop:
+    """`tidegate init --dbt --dbt-target postgres` over a fresh copy of the fixture, building
+    into `schema`, with raw rows loaded into `raw_schema` (dropped first if it exists). The
+    profile's variables are set in this process (the CLI runs in it) and inherited by dbt."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    project = copy_fixture(root / "analytics")
+    load_raw_postgres(dsn, raw_schema, days)
+    monkeypatch.setenv(VENV_VARIABLE, str(SHARED_VENV))
+    for name, value in postgres_env(schema, raw_schema).items():
+        monkeypatch.setenv(name, value)
+    cli(root, "init", str(root), "--dbt", str(project), "--dbt-target", "postgres")
+    return PostgresShop(root, project, dsn, schema, raw_schema, days)
+
+
+def release(shop: Shop | PostgresShop, models: tuple[str, ...] = MODELS) -> None:
     """Build, deploy and backfill every model, in dependency order, over the generated days."""
     cli(shop.root, "build")
     for model in models:

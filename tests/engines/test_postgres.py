@@ -331,6 +331,26 @@ def test_published_tables_go_to_the_configured_schema(dsn: str) -> None:
     assert rows(dsn, "SELECT to_regclass('public.out') IS NULL") == [(True,)]
 
 
+def test_a_source_table_of_another_schema_is_fingerprinted(dsn: str) -> None:
+    """A source named `schema.table` (a dbt source outside the warehouse schema): its
+    fingerprint reads that schema's table, as DuckDB's does, not one of that dotted name."""
+    with admin(dsn) as con:
+        con.execute("CREATE SCHEMA analytics")
+        con.execute("CREATE SCHEMA raw")
+        con.execute("CREATE TABLE raw.src (n BIGINT, ts TIMESTAMP)")
+        con.execute(
+            "INSERT INTO raw.src VALUES (1, '2025-01-01 01:00'), (2, '2025-01-01 02:00'), "
+            "(3, '2025-01-02 01:00')"
+        )
+    engine = PostgresEngine(Warehouse(dsn, "analytics"))
+    try:
+        engine.prepare()
+        assert engine.source_fingerprint("raw.src", "ts", bound_values(DAY1)).rows == 2
+        assert engine.source_fingerprint("raw.src", "ts", {}).rows == 3
+    finally:
+        engine.close()
+
+
 def test_the_example_orders_are_duckdbs_rows(dsn: str, tmp_path: Path) -> None:
     """load_example copies the rows `init --example orders` generates, into a new schema, once."""
     assert load_example(dsn, "raw", rows_per_day=3, seed=7) == 3 * 365

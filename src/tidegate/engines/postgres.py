@@ -211,7 +211,9 @@ class PostgresEngine(PostgresPublish):
         return [Column(c.name, c.type, bool(n)) for c, n in zip(described, nulls, strict=True)]
 
     def _all_columns(self, table: str, staged: bool = False) -> list[str]:
-        where = (pg.staging_name(table), pg.STAGING_SCHEMA) if staged else (table, None)
+        # a source's table may name its schema (`raw.orders`): a dot only ever separates the two
+        schema, _, name = table.rpartition(".")
+        where = (pg.staging_name(table), pg.STAGING_SCHEMA) if staged else (name, schema or None)
         found = self.table_columns(*where)
         if found is None:
             raise EngineError(f'postgres: relation "{table}" does not exist')

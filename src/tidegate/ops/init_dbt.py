@@ -137,7 +137,16 @@ def _postgres(output: dict[str, Any], name: str) -> str:
     ]
     secret = _ENV_VAR.match(str(output.get("password") or ""))
     if secret is not None:
-        lines.append(f"password_env = {_string(secret['name'])}")
+        variable = secret["name"]
+        if secret["default"] != "" or variable in os.environ:
+            lines.append(f"password_env = {_string(variable)}")
+        else:
+            # `env_var('NAME', '')`, NAME unset: dbt connects without a password, and so does
+            # tidegate (password_env naming a variable that is not set is refused)
+            lines.append(
+                f"# password_env = {_string(variable)}  (not set when init ran: no password; "
+                "libpq's PGPASSWORD or ~/.pgpass apply)"
+            )
     return "\n".join(lines)
 
 
