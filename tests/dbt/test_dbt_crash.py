@@ -54,7 +54,8 @@ def prepared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> kit.Shop:
     for model in kit.MODELS:
         kit.cli(shop.root, "deploy", model)
     for model in UPSTREAMS:
-        kit.cli(shop.root, "backfill", model, "--partitions", "all")
+        window = "all" if model in kit.WHOLE else shop.window
+        kit.cli(shop.root, "backfill", model, "--partitions", window)
     return shop
 
 
