@@ -281,3 +281,17 @@ def test_relations_in_an_inlined_ephemeral_model_are_read_whole() -> None:
     assert "FROM pay AS pay" in done.sql
     assert 'FROM (SELECT * FROM ord WHERE "at" >= $start AND "at" < $end) AS ord' in done.sql
     assert done.reads == {"pay", "ord"} and done.unknown == ()
+
+
+def test_a_target_building_into_another_database_is_refused() -> None:
+    nodes = {"model.p.m": {**model("m", "select 1 as id"), "database": "elsewhere"}}
+    with pytest.raises(DbtModelProblem, match="builds into database elsewhere, the warehouse is w"):
+        project(manifest(nodes, SOURCES))
+
+
+def test_a_model_named_like_a_source_is_left_to_dbt() -> None:
+    nodes = {"model.p.raw_people": model("raw_people", "select 1 as id")}
+    found = project(manifest(nodes, SOURCES))
+    assert [(i.node, i.reason) for i in found.left_to_dbt] == [
+        ("raw_people", "its name 'raw_people' is also a source's")
+    ]

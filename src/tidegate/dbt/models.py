@@ -93,10 +93,13 @@ def dbt_project(
 ) -> DbtProject:
     """`taken`: the names of tidegate.toml's own sources; `reserved`: names no model may have."""
     left: list[LeftToDbt] = []
+    _refuse_other_database(manifest, warehouse)
     sources = _sources(manifest, warehouse, taken)
     controlled: dict[str, Node] = {}
     for node in manifest.nodes.values():
         reason = _left_reason(node, warehouse, reserved)
+        if reason is None and (node.name in sources or node.name in taken):
+            reason = f"its name {node.name!r} is also a source's"
         if node.materialized == "ephemeral" and node.resource_type == "model":
             continue
         if reason is None:
@@ -158,6 +161,21 @@ def dbt_project(
         tuple(inlined),
         node_ids,
     )
+
+
+def _refuse_other_database(manifest: Manifest, warehouse: Warehouse) -> None:
+    """The target must build into the warehouse: when no model does, it is another target."""
+    databases = {
+        n.relation.database
+        for n in manifest.nodes.values()
+        if n.relation is not None and n.resource_type == "model"
+    }
+    if databases and warehouse.database.lower() not in {d.lower() for d in databases}:
+        raise DbtModelProblem(
+            f"the dbt target builds into database {', '.join(sorted(databases))}, the warehouse "
+            f"is {warehouse.database}: point [warehouse] at the target's database, or choose "
+            "the target that builds into the warehouse (dbt.target)"
+        )
 
 
 def _model_inputs(
