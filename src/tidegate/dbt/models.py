@@ -110,9 +110,12 @@ def dbt_project(
             node.relation is not None
             and warehouse.holds(node.relation)
             and IDENTIFIER.match(node.name)
+            and node.name not in sources
+            and node.name not in taken
         ):
-            name = _free_name(node.name, sources, taken)
-            sources[name] = Source(name, _physical(node.relation, warehouse), node.event_time or "")
+            sources[node.name] = Source(
+                node.name, _physical(node.relation, warehouse), node.event_time or ""
+            )
     targets = _targets(manifest, controlled, sources, warehouse)
     dependencies = {
         uid: _model_inputs(manifest, node, controlled) for uid, node in controlled.items()
