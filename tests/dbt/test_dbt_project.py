@@ -173,3 +173,23 @@ def test_a_partitioned_model_reads_a_source_without_an_event_time_whole(
     reads = {r["upstream"]: r for r in shown["published"]["inputs"]}
     assert set(reads) == {"stg_orders", "raw_customers"}
     assert reads["raw_customers"]["range"].startswith("2025-01-03T00:00:00")
+
+
+def test_what_an_inlined_ephemeral_model_reads_whole_is_recorded_whole(shop: kit.Shop) -> None:
+    kit.release(shop)
+    # orders reads stg_orders by its window, and stg_payments whole through the ephemeral model
+    shown = document(shop, "show", "partition", "orders", "2025-01-02")
+    reads = {r["upstream"]: r["range"] for r in shown["published"]["inputs"]}
+    assert reads["stg_orders"] == "2025-01-02"
+    assert reads["stg_payments"] == shop.window
+    with duckdb.connect(str(shop.warehouse)) as con:
+        con.execute(
+            "UPDATE raw.payments SET amount_cents = amount_cents + 1 "
+            "WHERE paid_at >= TIMESTAMP '2025-01-04' AND paid_at < TIMESTAMP '2025-01-05'"
+        )
+    kit.cli(shop.root, "backfill", "stg_payments", "--partitions", "2025-01-04")
+    status = {m["model"]: m["partitions"] for m in document(shop, "status")["models"]}
+    # every day of orders read the changed day, and so, through them, every day of daily_revenue
+    assert status["orders"]["upstream_changed"] == shop.days
+    assert status["daily_revenue"]["upstream_changed"] == shop.days
+    assert status["stg_orders"]["upstream_changed"] == 0

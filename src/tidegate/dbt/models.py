@@ -377,6 +377,7 @@ def _model(
         upstream=tuple(sorted(r for r in rewritten.reads if r in models)),
         sources=tuple(sorted(r for r in rewritten.reads if r in sources)),
         min_rows=_min_rows(node, path),
+        whole_reads=tuple(sorted(rewritten.whole)),
         dbt=origin,
     )
 

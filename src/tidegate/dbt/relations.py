@@ -31,6 +31,8 @@ class Target:
 class Rewritten:
     sql: str  # in tidegate's dialect
     reads: frozenset[str]  # tidegate names read
+    # names with an event time read whole in a windowed query (inside an inlined ephemeral model)
+    whole: frozenset[str]
     unknown: tuple[str, ...]  # relations no model, source or seed of the project holds
 
 
@@ -56,6 +58,7 @@ def rewrite(
     query = parsed[0]
     by_schema = {(schema, name): target for (_, schema, name), target in targets.items()}
     reads: set[str] = set()
+    whole: set[str] = set()
     unknown: list[str] = []
 
     def swap(node: exp.Expr) -> exp.Expr:
@@ -72,6 +75,8 @@ def rewrite(
         reads.add(target.name)
         table = exp.Table(this=exp.to_identifier(target.name))
         if not windowed or target.time_column is None or _in_ephemeral(node):
+            if windowed and target.time_column is not None:
+                whole.add(target.name)
             table.set("alias", alias)
             return table
         column = exp.column(target.time_column, quoted=True)
@@ -85,6 +90,7 @@ def rewrite(
     return Rewritten(
         rewritten.sql(dialect=DIALECT, comments=False),
         frozenset(reads),
+        frozenset(whole),
         tuple(sorted(set(unknown))),
     )
 

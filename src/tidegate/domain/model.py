@@ -247,6 +247,9 @@ class ModelSpec:
     min_rows: int | None = None
     # a model of a dbt project: the node its SQL was compiled from
     dbt: DbtOrigin | None = None
+    # upstream models and sources a partitioned model reads whole, though they have a time
+    # column (what an inlined dbt ephemeral model reads): each partition reads all their rows
+    whole_reads: tuple[str, ...] = ()
 
     @property
     def kind(self) -> ModelKind:
@@ -373,6 +376,7 @@ class ModelSpec:
             **({"key_sources": [list(p) for p in self.key_sources]} if self.key_sources else {}),
             **({"min_rows": self.min_rows} if self.min_rows is not None else {}),
             **({"dbt": self.dbt.config()} if self.dbt is not None else {}),
+            **({"whole_reads": list(self.whole_reads)} if self.whole_reads else {}),
         }
 
 

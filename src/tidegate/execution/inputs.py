@@ -82,14 +82,14 @@ def read_inputs(
     counting = _relative_checks(spec, "source")
     for source in (sources[name] for name in spec.sources):
         rules = [r for r in spec.reconciliations if r.source == source.name]
-        if spec.keys or not source.time_column:
+        if spec.keys or not source.time_column or source.name in spec.whole_reads:
             # a whole-table model reads every row, and reconciles with all of them, as every
             # partition reads a source without a time column: the partition predicate of no
             # column holds every row
             column = (
-                ""
-                if spec.grain is Grain.TABLE or not source.time_column
-                else spec.key_column_in(source.name)
+                spec.key_column_in(source.name)
+                if spec.keys and spec.grain is not Grain.TABLE
+                else ""
             )
             whole: _SourceRead | None = None
             for partition in partitions:
@@ -190,8 +190,9 @@ class _Upstream:
         name, missing = parent.name, self.missing
         if need == 0:
             self.empty_ok.add(name)
-        # a key-list partition has no time window: it reads all a time-grained model published
-        reads_all = bool(spec.keys) and not parent.keys
+        # a key-list partition has no time window: it reads all a time-grained model published,
+        # as does a partition that reads the parent whole
+        reads_all = (bool(spec.keys) and not parent.keys) or name in spec.whole_reads
         if reads_all:
             spans = state.published_intervals(name, *EVERYTHING)
             if not spans:

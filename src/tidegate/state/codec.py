@@ -60,6 +60,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             **({"key_sources": [list(p) for p in spec.key_sources]} if spec.key_sources else {}),
             **({"min_rows": spec.min_rows} if spec.min_rows is not None else {}),
             **({"dbt": spec.dbt.config()} if spec.dbt is not None else {}),
+            **({"whole_reads": list(spec.whole_reads)} if spec.whole_reads else {}),
         },
         sort_keys=True,
     )
@@ -117,6 +118,7 @@ def spec_from_json(text: str) -> ModelSpec:
         key_sources=tuple((source, col) for source, col in data.get("key_sources", [])),
         min_rows=data.get("min_rows"),
         dbt=_dbt_from(data.get("dbt")),
+        whole_reads=tuple(data.get("whole_reads", ())),
     )
 
 
