@@ -367,3 +367,21 @@ def test_a_new_command_version_passes_its_gate(project: Path) -> None:
     gate = document(project, "validate", "revenue_job", "--partitions", DAY)
     assert gate["passed"] and gate["partitions"][0]["state"] == "passed"
     assert staging_left(project) == []
+
+
+def test_a_job_that_prints_its_error_on_stdout_keeps_it_in_the_reason_and_the_record(
+    project: Path,
+) -> None:
+    add_command_model(
+        project,
+        "revenue_job",
+        "print('Runtime Error: Table with name raw_orders does not exist')\nsys.exit(1)\n",
+    )
+    deploy(project, "revenue_job", force=True)
+    done = document(project, "run", "revenue_job", "--partition", DAY, code=1)
+    [partition] = done["partitions"]
+    assert partition["reason"].endswith(
+        "(Runtime Error: Table with name raw_orders does not exist)"
+    )
+    job = document(project, "show", "run", done["run_id"])["attempts"][0]["command"]
+    assert "raw_orders does not exist" in job["stderr_tail"]

@@ -162,6 +162,9 @@ class CommandStage:
                 with self._lock:
                     self._running.pop(process.pid, None)
         stderr = tail((folder / "stderr.log").read_bytes(), redact)
+        if not stderr.strip():
+            # some tools (dbt among them) print their errors on stdout: keep its end instead
+            stderr = tail((folder / "stdout.log").read_bytes(), redact)
         self._record(
             attempts,
             replace(
@@ -172,7 +175,7 @@ class CommandStage:
                 ended_at=stamp(self.clock),
             ),
         )
-        last = stderr.strip().splitlines()[-1:] or ["no stderr"]
+        last = stderr.strip().splitlines()[-1:] or ["no output"]
         if timed_out:
             raise ModelError(
                 f"command timed out after {timeout:g} s: its process group was killed and its "
