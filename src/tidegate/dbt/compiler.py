@@ -37,8 +37,7 @@ COMPILE_TIMEOUT_SECONDS = 1800
 @dataclass(frozen=True)
 class Compiled:
     manifest: dict[str, Any]
-    dbt_version: str
-    adapter_version: str
+    adapter_version: str  # the adapter's type and version, as the Python running dbt has it
 
 
 def compiled(root: Path, section: DbtSection, redact: Callable[[str], str]) -> Compiled:
@@ -65,7 +64,7 @@ def compiled(root: Path, section: DbtSection, redact: Callable[[str], str]) -> C
         data = _read_json(manifest)
     if data is None:
         raise ConfigError(PROJECT_FILE, f"dbt wrote no readable manifest at {manifest}")
-    return Compiled(data, str(known["dbt"]), str(known["adapter"]))
+    return Compiled(data, str(known["adapter"]))
 
 
 def dbt_folder(root: Path, section: DbtSection) -> Path:

@@ -63,7 +63,6 @@ class SourceTable:
 class Test:
     unique_id: str
     name: str
-    path: str
     generic: str | None  # unique | not_null | accepted_values | relationships | …; None: singular
     namespace: str | None
     kwargs: Mapping[str, Any]
@@ -195,7 +194,6 @@ def _test(unique_id: str, raw: Mapping[str, Any]) -> Test:
     return Test(
         unique_id=unique_id,
         name=str(raw.get("name")),
-        path=str(raw.get("original_file_path") or ""),
         generic=metadata.get("name") or None,
         namespace=metadata.get("namespace") or None,
         kwargs=metadata.get("kwargs") or {},

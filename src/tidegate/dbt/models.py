@@ -16,7 +16,7 @@ columns of models without an enforced contract come from `describe`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tidegate.dbt.manifest import Manifest, Node, Relation
@@ -55,7 +55,6 @@ class DbtProject:
     left_to_dbt: tuple[LeftToDbt, ...]
     tests_not_run: tuple[LeftToDbt, ...]
     inlined: tuple[str, ...]  # ephemeral models, inlined into their readers by dbt
-    node_ids: dict[str, str] = field(default_factory=dict)  # model → dbt node id
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,6 @@ def dbt_project(
         raise DbtModelProblem(f"dbt models depend on each other in a cycle: {error}") from None
     models: dict[str, ModelSpec] = {}
     columns: dict[str, tuple[Column, ...]] = {}
-    node_ids: dict[str, str] = {}
     names = {
         uid: targets[n.relation.key].name
         for uid, n in manifest.nodes.items()
@@ -145,7 +143,7 @@ def dbt_project(
         checks, skipped = checks_of(plan, node, spec, targets, manifest.adapter_type)
         not_run += skipped
         spec = _replace(spec, checks=checks)
-        models[spec.name], columns[spec.name], node_ids[spec.name] = spec, spec.columns, uid
+        models[spec.name], columns[spec.name] = spec, spec.columns
     not_run += [
         LeftToDbt(
             t.name, "reads no model tidegate controls, or several none computed from the rest"
@@ -162,7 +160,6 @@ def dbt_project(
         tuple(sorted(left, key=lambda item: item.node)),
         tuple(not_run),
         tuple(inlined),
-        node_ids,
     )
 
 
