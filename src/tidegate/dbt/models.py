@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tidegate.dbt.manifest import Manifest, Node, Relation
 from tidegate.dbt.relations import CompiledSqlProblem, Target, rewrite
@@ -142,7 +141,7 @@ def dbt_project(
         spec = _with_columns(spec, found or describe(spec, columns, sources), node)
         checks, skipped = checks_of(plan, node, spec, targets, manifest.adapter_type)
         not_run += skipped
-        spec = _replace(spec, checks=checks)
+        spec = replace(spec, checks=checks)
         models[spec.name], columns[spec.name] = spec, spec.columns
     not_run += [
         LeftToDbt(
@@ -424,8 +423,4 @@ def _with_columns(spec: ModelSpec, columns: tuple[Column, ...], node: Node) -> M
                 f"{spec.path}: dbt model {node.name}: its time column {spec.partition_column!r} "
                 f"is {column.type}, not a DATE or TIMESTAMP"
             )
-    return _replace(spec, columns=columns)
-
-
-def _replace(spec: ModelSpec, **changes: Any) -> ModelSpec:
-    return replace(spec, **changes)
+    return replace(spec, columns=columns)
