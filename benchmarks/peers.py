@@ -196,7 +196,9 @@ def sqlmesh_project(project: Path, database: Path) -> None:
     (project / "models" / "daily_revenue.sql").write_text(header + body)
 
 
-def dbt_project(project: Path, database: Path) -> None:
+def dbt_project(project: Path, database: Path, schema: str = DBT_TABLE.split(".")[0]) -> None:
+    """The dbt-duckdb microbatch project, building into `schema` of the DuckDB file `database`
+    (as dbt-duckdb opens it: a relative path from the project folder)."""
     (project / "models").mkdir(parents=True)
     (project / "dbt_project.yml").write_text(
         "name: bench\n"
@@ -207,7 +209,6 @@ def dbt_project(project: Path, database: Path) -> None:
         "flags:\n"
         "  send_anonymous_usage_stats: false\n"
     )
-    schema = DBT_TABLE.split(".")[0]
     (project / "profiles.yml").write_text(
         "bench:\n"
         "  target: bench\n"
@@ -335,21 +336,28 @@ def verify(peer: Peer, database: Path, reference: str, output: str) -> None:
         )
 
 
+def run_in(
+    peer: Peer, folder: Path, warehouse: Path, storage: str | None, reference: str
+) -> tuple[float, Path]:
+    """One verified run in `folder` (empty): its seconds and the DuckDB file it built into."""
+    project = folder / "project"
+    database = folder / "warehouse.duckdb"
+    copy_warehouse(warehouse, database, storage)
+    log = folder / "output.log"
+    peer.write_project(project, database)
+    executable = str(peer.bin / peer.executable)
+    if peer.setup:
+        timed([executable, *peer.setup], project, log)
+    # as for tidegate's runs: no timed run pays for writing the copy out
+    os.sync()
+    seconds, output = timed([executable, *peer.backfill], project, log)
+    verify(peer, database, reference, output)
+    return seconds, database
+
+
 def run_once(peer: Peer, warehouse: Path, storage: str | None, reference: str) -> float:
     with tempfile.TemporaryDirectory(prefix=f"tidegate-peer-{peer.folder}-") as folder:
-        project = Path(folder) / "project"
-        database = Path(folder) / "warehouse.duckdb"
-        copy_warehouse(warehouse, database, storage)
-        log = Path(folder) / "output.log"
-        peer.write_project(project, database)
-        executable = str(peer.bin / peer.executable)
-        if peer.setup:
-            timed([executable, *peer.setup], project, log)
-        # as for tidegate's runs: no timed run pays for writing the copy out
-        os.sync()
-        seconds, output = timed([executable, *peer.backfill], project, log)
-        verify(peer, database, reference, output)
-        return seconds
+        return run_in(peer, Path(folder), warehouse, storage, reference)[0]
 
 
 def run_peer(peer: Peer, warehouse: Path, runs: int, reference: str) -> PeerResult:
