@@ -112,7 +112,8 @@ def _cache_key(folder: Path, profiles: Path, section: DbtSection) -> str:
             content = file.read_bytes()
         except OSError:
             content = b""
-        digest.update(f"{file}\0{len(content)}\0".encode())
+        # relative: a copy of the project elsewhere compiles to the same models
+        digest.update(f"{os.path.relpath(file, folder)}\0{len(content)}\0".encode())
         digest.update(content)
         names.update(_ENV_VAR.findall(content.decode("utf-8", "replace")))
     for name in sorted({*names, VENV_VARIABLE, "DBT_PROFILES_DIR", "DBT_TARGET_PATH"}):
