@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import psycopg
@@ -205,6 +206,22 @@ def dbt_ok(project: Path, *args: str, env: dict[str, str]) -> subprocess.Complet
     return done
 
 
+def plain_build_elsewhere(project: Path, days: int, env: dict[str, str], artifacts: Path) -> None:
+    """Plain `dbt build` over the generated days, its target and logs under `artifacts`, not in
+    the project; it must pass."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    dbt_ok(
+        project,
+        "build",
+        *event_time_bounds(days),
+        "--target-path",
+        str(artifacts / "target"),
+        "--log-path",
+        str(artifacts / "logs"),
+        env=env,
+    )
+
+
 def event_time_bounds(days: int, start: date = BEGIN) -> tuple[str, ...]:
     """The arguments that bound a microbatch build to the generated days (without them dbt
     builds every day from `begin` to now)."""
@@ -370,3 +387,15 @@ def listing(folder: Path) -> dict[str, bytes]:
         for f in sorted(folder.rglob("*"))
         if f.is_file()
     }
+
+
+def assert_dbt_provenance(shown: dict[str, Any]) -> None:
+    """`show partition orders DAY --json`: the dbt node and the fixture's tests as checks."""
+    assert shown["published"]["version"]["dbt"]["node"] == "model.jaffle.orders"
+    checks = {c["name"] for c in shown["published"]["checks"]}
+    assert {
+        "unique_orders_order_id",
+        "not_null_orders_order_id",
+        "assert_no_negative_amounts",
+    } <= checks
+    assert any(name.startswith("relationships_orders_customer_id") for name in checks)

@@ -51,17 +51,7 @@ def schemas(tmp_path: Path) -> Iterator[Schemas]:
 def plain_dbt(shop: kit.PostgresShop, tmp_path: Path, schema: str, raw_schema: str) -> None:
     """Plain `dbt build` on the same folder into `schema`, reading raw rows from `raw_schema`;
     its artifacts outside the project."""
-    tmp_path.mkdir(exist_ok=True)
-    kit.dbt_ok(
-        shop.dbt,
-        "build",
-        *kit.event_time_bounds(shop.days),
-        "--target-path",
-        str(tmp_path / "plain-target"),
-        "--log-path",
-        str(tmp_path / "plain-logs"),
-        env=kit.postgres_env(schema, raw_schema),
-    )
+    kit.plain_build_elsewhere(shop.dbt, shop.days, kit.postgres_env(schema, raw_schema), tmp_path)
 
 
 def test_tidegate_publishes_what_plain_dbt_builds_on_postgres(
@@ -86,15 +76,9 @@ def test_tidegate_publishes_what_plain_dbt_builds_on_postgres(
     for table in kit.MODELS:
         kit.same_rows_postgres(kit.POSTGRES, schemas.again, schemas.tidegate, table)
     assert kit.listing(shop.dbt) == before
-    shown = kit.cli(shop.root, "show", "partition", "orders", "2025-01-02", "--json").json()
-    assert shown["published"]["version"]["dbt"]["node"] == "model.jaffle.orders"
-    checks = {c["name"]: c for c in shown["published"]["checks"]}
-    assert {
-        "unique_orders_order_id",
-        "not_null_orders_order_id",
-        "assert_no_negative_amounts",
-    } <= set(checks)
-    assert any(name.startswith("relationships_orders_customer_id") for name in checks)
+    kit.assert_dbt_provenance(
+        kit.cli(shop.root, "show", "partition", "orders", "2025-01-02", "--json").json()
+    )
 
 
 def test_same_rows_postgres_sees_a_missing_duplicate_and_a_changed_value(

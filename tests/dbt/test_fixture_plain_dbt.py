@@ -23,6 +23,15 @@ from tests.dbt import kit
 pytestmark = pytest.mark.slow
 
 DAYS = 5
+# what plain dbt builds of each model (int_order_payments is ephemeral: no relation)
+RELATION_KINDS = {
+    "stg_customers": "VIEW",
+    "stg_orders": "VIEW",
+    "stg_payments": "VIEW",
+    "orders": "BASE TABLE",
+    "customers": "BASE TABLE",
+    "daily_revenue": "BASE TABLE",
+}
 
 
 def expected_orders(days: int) -> set[tuple[Any, ...]]:
@@ -135,14 +144,7 @@ def test_a_plain_dbt_build_on_duckdb_passes_with_the_expected_rows(tmp_path: Pat
             table: con.execute(f"SELECT {columns} FROM main.{table}").fetchall()
             for table, columns in MART_COLUMNS.items()
         }
-    assert kinds == {
-        "stg_customers": "VIEW",
-        "stg_orders": "VIEW",
-        "stg_payments": "VIEW",
-        "orders": "BASE TABLE",
-        "customers": "BASE TABLE",
-        "daily_revenue": "BASE TABLE",
-    }  # int_order_payments is ephemeral: no relation
+    assert kinds == RELATION_KINDS
     check_marts(read)
 
 
@@ -183,14 +185,7 @@ def test_a_plain_dbt_build_on_postgres_passes_with_the_expected_rows(
             ).fetchall()
             for table, columns in MART_COLUMNS.items()
         }
-    assert kinds == {
-        "stg_customers": "VIEW",
-        "stg_orders": "VIEW",
-        "stg_payments": "VIEW",
-        "orders": "BASE TABLE",
-        "customers": "BASE TABLE",
-        "daily_revenue": "BASE TABLE",
-    }
+    assert kinds == RELATION_KINDS
     check_marts(read)
 
 
