@@ -178,7 +178,7 @@ def init(
         "project": str(done.root),
         "example": done.example,
         "orders_rows": done.orders_rows,
-        **({"dbt": str(dbt)} if dbt is not None else {}),
+        "dbt": str(dbt) if dbt is not None else None,
     }
     emit(
         as_json,
@@ -251,7 +251,7 @@ def build(ctx: Any, as_json: bool) -> None:
     document = {
         "schema": "tidegate.build/v1",
         "models": [render.built_doc(b) for b in built],
-        **({"dbt": render.dbt_doc(dbt)} if dbt is not None else {}),
+        "dbt": render.dbt_doc(dbt) if dbt is not None else None,
     }
     emit(as_json, document, lambda: render.build(built, dbt))
 
