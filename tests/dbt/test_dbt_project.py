@@ -176,3 +176,21 @@ def test_what_an_inlined_ephemeral_model_reads_whole_is_recorded_whole(shop: kit
     assert status["orders"]["upstream_changed"] == shop.days
     assert status["daily_revenue"]["upstream_changed"] == shop.days
     assert status["stg_orders"]["upstream_changed"] == 0
+
+
+def test_dbt_compiles_again_only_when_what_it_reads_changed(shop: kit.Shop) -> None:
+    kit.cli(shop.root, "build")
+    log = shop.root / ".tidegate" / "dbt" / "compile.log"
+    compiled = log.stat().st_mtime_ns
+    # a warehouse file or a virtual environment beside the models is no part of the project
+    (shop.dbt / "dev.duckdb").write_bytes(b"rows")
+    (shop.dbt / ".venv").mkdir()
+    (shop.dbt / ".venv" / "site.py").write_text("x = 1\n")
+    kit.cli(shop.root, "status")
+    assert log.stat().st_mtime_ns == compiled
+    # a model's file is
+    (shop.dbt / "models" / "marts" / "customers.sql").write_text(
+        (shop.dbt / "models" / "marts" / "customers.sql").read_text() + "\n"
+    )
+    kit.cli(shop.root, "status")
+    assert log.stat().st_mtime_ns > compiled

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tidegate.domain.errors import ConfigError
 from tidegate.execution.dbt import VENV_VARIABLE, dbt_executable
 from tidegate.project.config import PROJECT_FILE, DbtSection
@@ -29,6 +31,19 @@ from tidegate.project.config import PROJECT_FILE, DbtSection
 ARTIFACTS = Path(".tidegate") / "dbt"
 # what dbt writes into a project's folder, and installed packages' own artifacts: not code
 _GENERATED = frozenset({"target", "logs", ".user.yml"})
+# the project's files dbt reads beside its code folders
+_TOP_LEVEL = ("dbt_project.yml", "packages.yml", "dependencies.yml", "selectors.yml")
+# dbt_project.yml's keys naming the folders of what dbt compiles, with dbt's defaults
+_CODE_PATHS: dict[str, str | list[str]] = {
+    "model-paths": ["models"],
+    "macro-paths": ["macros"],
+    "seed-paths": ["seeds"],
+    "test-paths": ["tests"],
+    "snapshot-paths": ["snapshots"],
+    "analysis-paths": ["analyses"],
+    "docs-paths": [],
+    "packages-install-path": "dbt_packages",
+}
 _ENV_VAR = re.compile(r"""env_var\(\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""")
 _LOG_TIME = re.compile(r"^\d\d:\d\d:\d\d(\.\d+)?\s+")
 COMPILE_TIMEOUT_SECONDS = 1800
@@ -95,9 +110,33 @@ def profiles_dir(root: Path, section: DbtSection, folder: Path) -> Path:
 
 
 def _files(folder: Path) -> Iterator[Path]:
-    for file in sorted(folder.rglob("*")):
-        if file.is_file() and not _GENERATED & set(file.relative_to(folder).parts):
-            yield file
+    """The files dbt reads to compile the project: its top-level YAML and everything under the
+    folders dbt_project.yml names (or their defaults) — not a warehouse file, a virtual
+    environment or tidegate's own files that may lie in the same folder."""
+    for name in _TOP_LEVEL:
+        if (folder / name).is_file():
+            yield folder / name
+    for path in sorted(_code_paths(folder)):
+        base = folder / path
+        if not base.resolve().is_relative_to(folder) or not base.is_dir():
+            continue
+        for file in sorted(base.rglob("*")):
+            if file.is_file() and not _GENERATED & set(file.relative_to(folder).parts):
+                yield file
+
+
+def _code_paths(folder: Path) -> set[str]:
+    try:
+        project = yaml.safe_load((folder / "dbt_project.yml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        project = {}
+    found = set()
+    for key, default in _CODE_PATHS.items():
+        value = project.get(key, default) if isinstance(project, dict) else default
+        for path in [value] if isinstance(value, str) else value or []:
+            if isinstance(path, str) and not path.startswith("{{"):
+                found.add(path)
+    return found
 
 
 def _cache_key(folder: Path, profiles: Path, section: DbtSection) -> str:
