@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.kit import assert_no_staging, tidegate, warehouse_dump, warehouse_rows
+from tests.kit import (
+    assert_no_staging,
+    tidegate,
+    warehouse_dump,
+    warehouse_execute,
+    warehouse_rows,
+)
 from tests.ops.test_backfill import (
     add_to_daily_header,
     backfill,
@@ -328,3 +334,56 @@ def day_rows_of(project: Path, table: str, day: str) -> int:
         project, f"SELECT count(*) FROM {table} WHERE order_date = CAST(? AS DATE)", [day]
     )
     return int(count)
+
+
+# Every status a row names must be one the application knows (a table of its own, read as a
+# source): `refunded` is not, so a day with a refunded order fails.
+STATUS_KNOWN = """
+[[checks]]
+name = "status_known"
+type = "relationships"
+column = "status"
+to = "known_statuses"
+field = "name"
+"""
+
+
+def test_a_failing_relationships_check_blocks_the_publish(project: Path) -> None:
+    warehouse_execute(
+        project,
+        "CREATE TABLE known_statuses AS SELECT name, TIMESTAMP '2020-01-01' AS since "
+        "FROM (VALUES ('completed'), ('shipped'), ('cancelled')) AS known(name)",
+    )
+    settings = project / "tidegate.toml"
+    settings.write_text(
+        settings.read_text() + '\n[sources.known_statuses]\ntime_column = "since"\n'
+    )
+    add_to_daily_header(project, STATUS_KNOWN)
+    redeploy(project)
+    [(first_refund,)] = warehouse_rows(
+        project, "SELECT min(CAST(order_ts AS DATE)) FROM orders WHERE status = 'refunded'"
+    )
+    day = first_refund.isoformat()
+    result = backfill(project, MODEL, "--partitions", f"{day}..{day}", "--json")
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    run = show_run(project, end_of(result)["run_id"])
+    [attempt] = run["attempts"]
+    assert attempt["failed_checks"] == ["status_known"]
+    [(refunded,)] = warehouse_rows(
+        project,
+        "SELECT count(DISTINCT status) FROM orders WHERE status = 'refunded' "
+        "AND CAST(order_ts AS DATE) = CAST(? AS DATE)",
+        [day],
+    )
+    # daily_revenue holds one row per day and status: the day's refunded row violates it
+    assert f"check status_known failed: {refunded} row(s) violate it" in attempt["error"]
+    assert attempt["state"] == "failed"
+
+
+def test_a_relationships_check_to_an_unknown_table_is_refused_at_build(project: Path) -> None:
+    add_to_daily_header(project, STATUS_KNOWN)
+    built = tidegate("build", "--project", project)
+    assert built.exit_code == 2
+    [line] = built.stderr.strip().splitlines()
+    assert "to: 'known_statuses' is not another model or a source" in line
+    assert line.startswith("error: models/daily_revenue.sql:")

@@ -62,7 +62,7 @@ def compiled(root: Path, section: DbtSection, redact: Callable[[str], str]) -> C
     root = root.resolve()
     folder = dbt_folder(root, section)
     profiles = profiles_dir(root, section, folder)
-    key = _cache_key(folder, profiles, section)
+    key = cache_key(folder, profiles, section)
     artifacts = root / ARTIFACTS
     artifacts.mkdir(parents=True, exist_ok=True)
     record = artifacts / "compiled.json"
@@ -139,7 +139,7 @@ def _code_paths(folder: Path) -> set[str]:
     return found
 
 
-def _cache_key(folder: Path, profiles: Path, section: DbtSection) -> str:
+def cache_key(folder: Path, profiles: Path, section: DbtSection) -> str:
     """A digest of what decides the compiled project: its files (installed packages too), the
     profile, the target, which dbt, and the values of the variables its files read through
     `env_var()` (digested: they may be secrets)."""
@@ -247,13 +247,13 @@ def _compile(
     if done.returncode != 0:
         raise ConfigError(
             PROJECT_FILE,
-            f"dbt compile failed: {_first_error(output)} "
+            f"dbt compile failed: {first_error(output)} "
             f"(dbt's whole output: {log.relative_to(root)})",
         )
     return {"dbt": "", "adapter": "", **_versions(python, folder, artifacts)}
 
 
-def _first_error(output: str) -> str:
+def first_error(output: str) -> str:
     """dbt's message of what failed, on one line: the line naming the error (and the node and
     file) and the lines that follow it."""
     lines = [_LOG_TIME.sub("", line).strip() for line in output.splitlines()]
