@@ -102,6 +102,11 @@ def profiles_dir(root: Path, section: DbtSection, folder: Path) -> Path:
                 PROJECT_FILE, f"dbt.profiles_dir: no profiles.yml in {section.profiles_dir!r}"
             )
         return found
+    return default_profiles_dir(folder)
+
+
+def default_profiles_dir(folder: Path) -> Path:
+    """Where dbt itself looks for profiles.yml of the project in `folder`."""
     if os.environ.get("DBT_PROFILES_DIR"):
         return Path(os.environ["DBT_PROFILES_DIR"]).resolve()
     if (folder / "profiles.yml").is_file():

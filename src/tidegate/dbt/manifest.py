@@ -9,6 +9,14 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class LeftToDbt:
+    """A node (or test) tidegate leaves to dbt, and why."""
+
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Relation:
     """Where a node's rows are: database, schema and identifier, as dbt resolved them."""
 
@@ -47,6 +55,12 @@ class Node:
     # column → (data_type or None, NOT NULL)
     columns: Mapping[str, tuple[str | None, bool]]
     tidegate: Mapping[str, Any]  # meta.tidegate
+
+    @property
+    def time_column(self) -> str | None:
+        """The column placing its rows in time: meta.tidegate's, else its event_time."""
+        found: str | None = self.tidegate.get("time_column") or self.event_time
+        return found
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
-from tidegate.dbt.manifest import Manifest, Node, Relation
+from tidegate.dbt.manifest import LeftToDbt, Manifest, Node, Relation
 from tidegate.dbt.relations import CompiledSqlProblem, Target, rewrite
 from tidegate.dbt.tests import TestPlan, checks_of
 from tidegate.domain.errors import UsageError
@@ -34,12 +35,6 @@ CONTROLLED = frozenset({"table", "view", "incremental"})
 META_KEYS = frozenset({"grain", "time_column", "start", "min_rows"})
 GRAINS = {"hour": Grain.HOUR, "day": Grain.DAY, "month": Grain.MONTH}
 _START_LENGTHS = {Grain.HOUR: 13, Grain.DAY: 10, Grain.MONTH: 7}
-
-
-@dataclass(frozen=True)
-class LeftToDbt:
-    node: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -95,11 +90,11 @@ def dbt_project(
     sources = _sources(manifest, warehouse, taken)
     controlled: dict[str, Node] = {}
     for node in manifest.nodes.values():
+        if node.materialized == "ephemeral" and node.resource_type == "model":
+            continue  # dbt inlines it into its readers
         reason = _left_reason(node, warehouse, reserved)
         if reason is None and (node.name in sources or node.name in taken):
             reason = f"its name {node.name!r} is also a source's"
-        if node.materialized == "ephemeral" and node.resource_type == "model":
-            continue
         if reason is None:
             controlled[node.unique_id] = node
             continue
@@ -204,7 +199,7 @@ def _left_reason(node: Node, warehouse: Warehouse, reserved: Callable[[str], boo
             "incremental models"
         )
     relation = node.relation
-    if relation is None:  # ephemeral: refused above
+    if relation is None:  # ephemeral: never asked
         return "ephemeral"
     if not warehouse.holds(relation):
         return (
@@ -227,19 +222,16 @@ def _physical(relation: Relation, warehouse: Warehouse) -> str:
     return f"{relation.schema}.{relation.identifier}"
 
 
-def _free_name(wanted: str, sources: Mapping[str, Source], taken: set[str]) -> str:
-    if wanted in sources or wanted in taken:
-        raise DbtModelProblem(
-            f"dbt source or node {wanted!r} has the name of another source; rename one of them"
-        )
-    return wanted
-
-
 def _sources(manifest: Manifest, warehouse: Warehouse, taken: set[str]) -> dict[str, Source]:
     """The dbt project's sources as tidegate's, named SOURCE_TABLE."""
     found: dict[str, Source] = {}
     for source in manifest.sources.values():
-        name = _free_name(f"{source.source_name}_{source.name}", found, taken)
+        name = f"{source.source_name}_{source.name}"
+        if name in found or name in taken:
+            raise DbtModelProblem(
+                f"dbt source {source.source_name}.{source.name}: tidegate names it {name!r}, "
+                "as another source; rename one of them"
+            )
         if not IDENTIFIER.match(name):
             raise DbtModelProblem(
                 f"dbt source {source.source_name}.{source.name}: tidegate names it {name!r}, "
@@ -251,17 +243,12 @@ def _sources(manifest: Manifest, warehouse: Warehouse, taken: set[str]) -> dict[
                 f"{source.relation.database}; tidegate reads the warehouse's, "
                 f"{warehouse.database}"
             )
-        min_rows = source.tidegate.get("min_rows", 1)
-        if not isinstance(min_rows, int) or min_rows < 0:
-            raise DbtModelProblem(
-                f"dbt source {source.source_name}.{source.name}: meta.tidegate.min_rows must be "
-                "a whole number, 0 or more"
-            )
+        min_rows = _min_rows(source.tidegate, f"dbt source {source.source_name}.{source.name}")
         found[name] = Source(
             name,
             _physical(source.relation, warehouse),
             source.time_column or "",
-            min_rows=min_rows,
+            min_rows=1 if min_rows is None else min_rows,
         )
     return found
 
@@ -282,8 +269,7 @@ def _targets(
         if node.relation is None:
             continue
         if node.unique_id in controlled:
-            time_column = node.tidegate.get("time_column") or node.event_time
-            targets[node.relation.key] = Target(node.name, time_column or None)
+            targets[node.relation.key] = Target(node.name, node.time_column)
         else:
             held = by_table.get(_physical(node.relation, warehouse).lower())
             if held is not None:
@@ -299,7 +285,7 @@ def _partitioning(node: Node) -> tuple[Grain, str, str | None]:
         raise DbtModelProblem(
             f"meta.tidegate.{unknown[0]}: unknown key (known: {', '.join(sorted(META_KEYS))})"
         )
-    column: str | None = meta.get("time_column") or node.event_time
+    column = node.time_column
     # an event time partitions the model: by its microbatch batch size, else by day
     declared = meta.get("grain") or node.batch_size or ("day" if column else None)
     start: str | None = meta.get("start", node.begin)
@@ -372,7 +358,7 @@ def _model(
         keys=(WHOLE_LABEL,) if grain is Grain.TABLE else (),
         upstream=tuple(sorted(r for r in rewritten.reads if r in models)),
         sources=tuple(sorted(r for r in rewritten.reads if r in sources)),
-        min_rows=_min_rows(node, path),
+        min_rows=_min_rows(node.tidegate, f"{path}: dbt model {node.name}"),
         whole_reads=tuple(sorted(rewritten.whole)),
         dbt=origin,
     )
@@ -383,12 +369,11 @@ def _message(problem: Exception) -> str:
     return message if message.startswith(("does", "is")) else f"is refused: {message}"
 
 
-def _min_rows(node: Node, path: str) -> int | None:
-    found = node.tidegate.get("min_rows")
-    if found is not None and (not isinstance(found, int) or found < 0):
-        raise DbtModelProblem(
-            f"{path}: dbt model {node.name}: meta.tidegate.min_rows must be 0 or more"
-        )
+def _min_rows(meta: Mapping[str, Any], what: str) -> int | None:
+    """meta.tidegate.min_rows of a model or source (None: not given)."""
+    found = meta.get("min_rows")
+    if found is not None and (not isinstance(found, int) or isinstance(found, bool) or found < 0):
+        raise DbtModelProblem(f"{what}: meta.tidegate.min_rows must be a whole number, 0 or more")
     return found
 
 

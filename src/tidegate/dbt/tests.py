@@ -9,19 +9,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 
-from tidegate.dbt.manifest import Manifest, Node, Test
+from tidegate.dbt.manifest import LeftToDbt, Manifest, Node, Test
 from tidegate.dbt.relations import CompiledSqlProblem, Target, rewrite
 from tidegate.domain.model import CheckSpec, ModelSpec, Severity
 from tidegate.sql.model_sql import DIALECT, SqlProblem
 from tidegate.sql.statements import query_check_problem, relationships_sql
-
-if TYPE_CHECKING:
-    from tidegate.dbt.models import LeftToDbt
 
 NATIVE = frozenset({"unique", "not_null", "accepted_values"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -84,8 +80,6 @@ def checks_of(
     dialect: str,
 ) -> tuple[tuple[CheckSpec, ...], list[LeftToDbt]]:
     """The model's checks from its dbt tests, and the tests tidegate does not run, with why."""
-    from tidegate.dbt.models import LeftToDbt
-
     checks: list[CheckSpec] = []
     skipped: list[LeftToDbt] = []
     names: set[str] = set()
@@ -129,21 +123,14 @@ def _check(
         else:
             return test.generic, {"columns": [column]}
     if plain and test.generic == "relationships" and isinstance(column, str) and column in columns:
-        return "relationships", _relationships(plan, node, test, targets, column, columns)
+        return "relationships", _relationships(plan, node, test, column)
     return "query", {"sql": _query(plan, node, spec, test, targets, dialect)}
 
 
-def _relationships(
-    plan: TestPlan,
-    node: Node,
-    test: Test,
-    targets: Mapping[tuple[str, str, str], Target],
-    column: str,
-    columns: set[str],
-) -> dict[str, object]:
+def _relationships(plan: TestPlan, node: Node, test: Test, column: str) -> dict[str, object]:
     field = test.kwargs.get("field")
     parents = [d for d in test.depends_on if d != node.unique_id]
-    if column not in columns or not isinstance(field, str) or len(parents) != 1:
+    if not isinstance(field, str) or len(parents) != 1:
         raise _NotRun("not a relationships test tidegate can read (column, to and field)")
     parent = parents[0]
     if parent in plan.controlled and plan.downstream_of(node.unique_id, parent):
@@ -180,10 +167,9 @@ def _query(
         raise _NotRun(f"its compiled SQL {unreadable}") from None
     if rewritten.unknown:
         raise _NotRun(f"reads {', '.join(rewritten.unknown)}, which dbt does not build")
-    for name in rewritten.reads:
-        read = next((uid for uid, n in plan.controlled.items() if n.name == name), None)
-        if read is not None and plan.downstream_of(node.unique_id, read):
-            raise _NotRun(f"reads {name}, which is computed from {node.name}")
+    for uid, read in plan.controlled.items():
+        if read.name in rewritten.reads and plan.downstream_of(node.unique_id, uid):
+            raise _NotRun(f"reads {read.name}, which is computed from {node.name}")
     sql = _returning_partition(rewritten.sql, spec)
     problem = query_check_problem(sql, spec.partition_column, rewritten.reads)
     if problem is not None:

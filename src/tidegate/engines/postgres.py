@@ -211,10 +211,13 @@ class PostgresEngine(PostgresPublish):
         return [Column(c.name, c.type, bool(n)) for c, n in zip(described, nulls, strict=True)]
 
     def _all_columns(self, table: str, staged: bool = False) -> list[str]:
-        # a source's table may name its schema (`raw.orders`): a dot only ever separates the two
-        schema, _, name = table.rpartition(".")
-        where = (pg.staging_name(table), pg.STAGING_SCHEMA) if staged else (name, schema or None)
-        found = self.table_columns(*where)
+        # a source's table may name its schema (`raw.orders`)
+        schema, name = sql.schema_and_name(table)
+        found = (
+            self.table_columns(pg.staging_name(table), pg.STAGING_SCHEMA)
+            if staged
+            else self.table_columns(name, schema)
+        )
         if found is None:
             raise EngineError(f'postgres: relation "{table}" does not exist')
         return [c.name for c in found]

@@ -14,6 +14,7 @@ from tidegate.execution.update import table_problems
 from tidegate.project.loader import Project
 from tidegate.sql.model_sql import missing_column
 from tidegate.sql.sandbox import stored_refusal
+from tidegate.sql.statements import schema_and_name
 
 
 def version_problems(engine: Engine, project: Project, version: Version) -> list[str]:
@@ -29,8 +30,8 @@ def version_problems(engine: Engine, project: Project, version: Version) -> list
     problems: list[str] = []
     for name in spec.sources:
         source = project.sources[name]
-        schema, _, table = source.table.rpartition(".")
-        found = engine.table_columns(table, schema or None)
+        schema, table = schema_and_name(source.table)
+        found = engine.table_columns(table, schema)
         keys_in = spec.key_column_in(name)
         if found is None:
             problems.append(f"source {name}: table {source.table} does not exist")

@@ -72,14 +72,22 @@ def init_dbt(root: Path, dbt: Path, target: str | None) -> Initialized:
     """A project controlling the dbt project at `dbt` (see init_dbt.py)."""
     from tidegate.ops.init_dbt import dbt_project_file
 
-    if (root / PROJECT_FILE).exists():
-        raise UsageError(f"{root / PROJECT_FILE} already exists; init never overwrites a project")
+    _refuse_existing(root)
     text = dbt_project_file(root, dbt, target)
     root.mkdir(parents=True, exist_ok=True)
     (root / PROJECT_FILE).write_text(text)
+    _ignore_generated(root)
+    return Initialized(root, None, None)
+
+
+def _refuse_existing(root: Path) -> None:
+    if (root / PROJECT_FILE).exists():
+        raise UsageError(f"{root / PROJECT_FILE} already exists; init never overwrites a project")
+
+
+def _ignore_generated(root: Path) -> None:
     if not (root / ".gitignore").exists():
         (root / ".gitignore").write_text(PROJECT_GITIGNORE)
-    return Initialized(root, None, None)
 
 
 def init(
@@ -89,8 +97,7 @@ def init(
         raise UsageError(f"unknown example {example!r} (examples: {', '.join(EXAMPLES)})")
     if rows_per_day < 1:
         raise UsageError("--rows-per-day must be at least 1")
-    if (root / PROJECT_FILE).exists():
-        raise UsageError(f"{root / PROJECT_FILE} already exists; init never overwrites a project")
+    _refuse_existing(root)
     if (root / MODELS_DIR).exists() or (root / WAREHOUSE).exists():
         raise UsageError(f"{root} already holds models or a warehouse; init into an empty folder")
     root.mkdir(parents=True, exist_ok=True)
@@ -100,8 +107,7 @@ def init(
             (root / MODELS_DIR).mkdir()
         else:
             _copy_example(example, root)
-        if not (root / ".gitignore").exists():
-            (root / ".gitignore").write_text(PROJECT_GITIGNORE)
+        _ignore_generated(root)
         rows = load_orders(root / WAREHOUSE, rows_per_day, seed, wait) if example else None
     except BaseException:
         # A half-made project would be worse than none: remove what init wrote.

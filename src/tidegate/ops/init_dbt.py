@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tidegate.dbt.compiler import default_profiles_dir
 from tidegate.domain.errors import UsageError
 
 # `{{ env_var('NAME') }}` or `{{ env_var('NAME', 'default') }}`, the whole value
@@ -35,7 +36,7 @@ def dbt_project_file(root: Path, dbt: Path, target: str | None) -> str:
     if not project_file.is_file():
         raise UsageError(f"--dbt: {dbt} is not a dbt project folder (no dbt_project.yml)")
     project = _yaml(project_file)
-    profiles = _profiles_dir(folder)
+    profiles = default_profiles_dir(folder)
     chosen = _target(
         profiles / "profiles.yml", str(project.get("profile") or ""), target, folder, root
     )
@@ -70,14 +71,6 @@ def _yaml(path: Path) -> dict[str, Any]:
     except (OSError, yaml.YAMLError) as error:
         raise UsageError(f"--dbt: cannot read {path}: {str(error).splitlines()[0]}") from None
     return data if isinstance(data, dict) else {}
-
-
-def _profiles_dir(folder: Path) -> Path:
-    if os.environ.get("DBT_PROFILES_DIR"):
-        return Path(os.environ["DBT_PROFILES_DIR"]).resolve()
-    if (folder / "profiles.yml").is_file():
-        return folder
-    return Path.home() / ".dbt"
 
 
 def _target(

@@ -38,11 +38,17 @@ def ident(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
 
 
+def schema_and_name(table_name: str) -> tuple[str | None, str]:
+    """`schema.name` (a source's table of another schema) as its two parts; a plain name has no
+    schema. Names are plain identifiers: a dot only ever separates the two."""
+    schema, _, name = table_name.rpartition(".")
+    return schema or None, name
+
+
 def table(name: str, schema: str | None = None) -> exp.Table:
-    """A table by name; `schema.name` names one of another schema (a source's table: names are
-    plain identifiers, so a dot only ever separates the two)."""
-    if schema is None and "." in name:
-        schema, name = name.split(".", 1)
+    """A table by name; `schema.name` names one of another schema."""
+    if schema is None:
+        schema, name = schema_and_name(name)
     return exp.Table(this=ident(name), db=ident(schema) if schema else None)
 
 
