@@ -1,7 +1,7 @@
 """The chaos harness: a real tidegate command SIGKILLed at seeded points, restarted, and the
 invariants checked after every kill and once it has converged.
 
-A kill is either armed inside the process (a crash point of execution/crash.py and its n-th
+A kill is either armed inside the process (a crash point of crash.py and its n-th
 hit) or sent from outside once the ledger shows a seeded number of further partitions
 published. The same seed replays the same campaign."""
 
@@ -19,9 +19,9 @@ from tests.chaos.stores import Stores
 from tests.faults.backfill_kit import running
 from tests.faults.ledger import LIVE_STATES, wait_until
 from tests.kit import EXAMPLE_COLUMNS, Result, run_process
+from tidegate.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 from tidegate.domain.partitions import to_epoch as epoch_of
 from tidegate.domain.partitions import to_utc
-from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
 MODEL = "daily_revenue"
 TIMEOUT = 90  # one command on a tiny fixture takes a second or two; a loaded CI machine more

@@ -41,7 +41,7 @@ from tests.distributed.kit import Process, shared_project, worker
 from tests.engines.postgres_kit import admin, fresh_database, postgres_project
 from tests.faults.ledger import wait_until
 from tests.kit import tidegate
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 
 pytestmark = [pytest.mark.crash, pytest.mark.postgres]
 

@@ -15,7 +15,7 @@ import pytest
 from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
 from tests.faults.ledger import live_attempts, runs_with_status
 from tests.kit import continued_until_exit, spawn, state_dump, until_stopped
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
 
 pytestmark = [pytest.mark.duckdb, pytest.mark.crash]
 

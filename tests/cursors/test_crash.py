@@ -13,7 +13,7 @@ import pytest
 
 from tests.cursors.cursor_kit import MODEL, CursorProject, cursor_project
 from tests.kit import run_process
-from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
+from tidegate.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
 # the interval that counts as committed after the second batch's process was killed there
 COMMITTED_AFTER = {

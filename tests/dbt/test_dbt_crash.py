@@ -22,8 +22,8 @@ from tests.faults.ledger import (
     published_checksums,
 )
 from tests.kit import run_process, warehouse_rows
+from tidegate.crash import ENVIRONMENT_VARIABLE
 from tidegate.domain.partitions import to_utc
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 

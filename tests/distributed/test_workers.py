@@ -29,7 +29,7 @@ from tests.engines.postgres_kit import admin, fresh_database, rows
 from tests.faults.ledger import wait_until
 from tests.kit import EXAMPLE_COLUMNS, example_project, tidegate, warehouse_rows
 from tests.ops.test_json_schemas import validator
-from tidegate.execution.crash import CRASH_POINTS
+from tidegate.crash import CRASH_POINTS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 

@@ -41,7 +41,7 @@ from tests.kit import (
     published_daily_revenue,
     run_process,
 )
-from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
+from tidegate.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
 SEED = 20250120
 FIRST, LAST = date(2025, 1, 1), date(2025, 1, 20)

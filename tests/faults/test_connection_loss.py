@@ -20,7 +20,7 @@ from tests.engines.postgres_kit import admin, fresh_database, postgres_project
 from tests.faults.backfill_kit import running
 from tests.faults.ledger import wait_until
 from tests.kit import run_process, tidegate
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash]
 

@@ -6,7 +6,7 @@ import ast
 
 from tests.faults.test_crash_points import KILL_TESTED_POINTS
 from tests.kit import REPO
-from tidegate.execution.crash import CRASH_POINTS
+from tidegate.crash import CRASH_POINTS
 
 SOURCE = REPO / "src" / "tidegate"
 

@@ -28,7 +28,7 @@ from tests.kit import (
     run_process,
     tidegate,
 )
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 
 FIRST, LAST = date(2025, 1, 1), date(2025, 1, 5)
 RANGE = f"{FIRST}..{LAST}"

@@ -36,9 +36,9 @@ from tests.kit import (
     spawn,
     state_dump,
 )
+from tidegate.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 from tidegate.engines.postgres import PostgresEngine
 from tidegate.engines.postgres_connection import Warehouse
-from tidegate.execution.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
 pytestmark = pytest.mark.postgres
 

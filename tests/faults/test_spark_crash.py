@@ -20,7 +20,7 @@ from tests.engines.spark_kit import LOCATION, published_rows, spark_project
 from tests.faults.backfill_kit import json_events, listed_backfills
 from tests.faults.ledger import live_attempts, published_checksums
 from tests.kit import run_process, tidegate
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash, pytest.mark.xdist_group("spark")]
 

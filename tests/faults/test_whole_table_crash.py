@@ -12,7 +12,7 @@ import pytest
 from tests.faults.ledger import assert_ledger_matches_markers, live_attempts
 from tests.kit import example_project, run_process, warehouse_execute, warehouse_rows
 from tests.ops.test_whole_table import ORACLE, PUBLISHED, cli, write_summary
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 
 MODEL = "customers_summary"
 

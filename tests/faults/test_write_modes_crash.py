@@ -22,7 +22,7 @@ from tests.ops.test_write_modes import (
     source_rows,
     with_model,
 )
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 
 
 @pytest.mark.crash

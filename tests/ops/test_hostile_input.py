@@ -41,7 +41,7 @@ from tests.kit import (
     warehouse_dump,
     warehouse_execute,
 )
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 from tidegate.state.sqlite import SCHEMA_VERSION
 
 

@@ -21,7 +21,7 @@ from tests.ranges.range_kit import (
     duckdb_project,
     model_text,
 )
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE
 
 pytestmark = pytest.mark.duckdb
 

@@ -43,7 +43,7 @@ from tests.kit import (
     until_stopped,
 )
 from tests.ranges.range_kit import DIFFERING, MODEL, add_model
-from tidegate.execution.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
+from tidegate.crash import ENVIRONMENT_VARIABLE, SIGNAL_VARIABLE
 
 pytestmark = [pytest.mark.postgres, pytest.mark.crash, pytest.mark.slow]
 

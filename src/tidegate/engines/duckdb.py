@@ -31,7 +31,8 @@ FILE_ACCESS_HINT = (
 )
 
 
-def _column(name: str, type_text: str, nullable: bool) -> Column:
+def duckdb_column(name: str, type_text: str, nullable: bool) -> Column:
+    """A column as DuckDB describes it, its type in tidegate's spelling."""
     try:
         return Column(name, parse_type(type_text), nullable)
     except SqlProblem:
@@ -167,10 +168,16 @@ class DuckDBEngine(DuckDBPublish):
             "SELECT current_setting('enable_external_access')"
         ).fetchone()
         if external:
-            folders = sorted({source.folder for source in files.values()})
+            folders = sorted(
+                {source.folder for source in files.values()} | set(self._readable_folders())
+            )
             if folders:
                 self._con.execute("SET allowed_directories = ?", [folders])
             self._con.execute("SET enable_external_access = false")
+
+    def _readable_folders(self) -> list[str]:
+        """Folders besides the file sources' that the warehouse's SQL reads (none here)."""
+        return []
 
     def keep_file_sources(self, files: Mapping[str, SourceFiles], temporary: bool = False) -> None:
         """Each file source's view, made or remade when it does not read what is declared; a
@@ -255,7 +262,7 @@ class DuckDBEngine(DuckDBPublish):
         rows = self._run(statement, [schema or "main", name]).fetchall()
         if not rows:
             return None
-        return [_column(r[0], r[1], r[2] == "YES") for r in rows]
+        return [duckdb_column(r[0], r[1], r[2] == "YES") for r in rows]
 
     def frozen_while_open(self, table: str) -> bool:
         # The warehouse file is opened for writing: DuckDB locks it against every other process.
@@ -270,7 +277,7 @@ class DuckDBEngine(DuckDBPublish):
     def query_columns(self, sql_text: str, bounds: Mapping[str, Any]) -> list[Column]:
         statement = sql.describe_query(sql_text)
         rows = self._run(statement, self._only(bounds, statement)).fetchall()
-        return [_column(r[0], r[1], True) for r in rows]
+        return [duckdb_column(r[0], r[1], True) for r in rows]
 
     def stage(self, staging: str, sql_text: str, bounds: Mapping[str, Any]) -> None:
         super().stage(staging, sql_text, bounds)
@@ -315,7 +322,7 @@ class DuckDBEngine(DuckDBPublish):
                 self._described[(staging, query)] = described
         names = [row[0] for row in described]
         if not count_nulls:
-            return [_column(row[0], row[1], False) for row in described]
+            return [duckdb_column(row[0], row[1], False) for row in described]
         nulls = (
             self._run(
                 self._statement(
@@ -326,7 +333,7 @@ class DuckDBEngine(DuckDBPublish):
             else ()
         )
         return [
-            _column(row[0], row[1], bool(count))
+            duckdb_column(row[0], row[1], bool(count))
             for row, count in zip(described, nulls or (), strict=False)
         ]
 
@@ -365,7 +372,7 @@ class DuckDBEngine(DuckDBPublish):
 
     def handle(self) -> DuckDBEngine:
         """Another handle on the same database for a worker thread (a DuckDB cursor)."""
-        twin = DuckDBEngine.__new__(DuckDBEngine)
+        twin = type(self).__new__(type(self))
         twin.path = self.path
         twin._con = self._con.cursor()
         twin._cores = self._cores

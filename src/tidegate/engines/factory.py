@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from tidegate.domain.errors import UsageError
+from tidegate.domain.model import SourceFiles
 from tidegate.engines.base import Engine, MarkerReader
 from tidegate.project.loader import Project
 from tidegate.terminal import echo
 
+if TYPE_CHECKING:
+    from tidegate.engines.duckdb import DuckDBEngine
+
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
 SPARK_HINT = "the spark engine needs pyspark: pip install 'tidegate[spark]'"
+ICEBERG_HINT = "tables = \"iceberg\" needs pyiceberg: pip install 'tidegate[iceberg]'"
 
 
 SHARED_HINT = (
@@ -48,12 +55,15 @@ def open_engine(
         )
     if settings.engine == "spark":
         return _open_spark(project, read_only)
-    from tidegate.engines.duckdb import DuckDBEngine
-
     files = {name: s.files for name, s in project.sources.items() if s.files is not None}
-    engine = DuckDBEngine(
-        project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only, files=files
-    )
+    if settings.tables == "iceberg":
+        engine: DuckDBEngine = _open_iceberg(project, wait, read_only, files)
+    else:
+        from tidegate.engines.duckdb import DuckDBEngine
+
+        engine = DuckDBEngine(
+            project.warehouse_path, wait=wait, on_wait=tell, read_only=read_only, files=files
+        )
     if files:
         try:
             engine.keep_file_sources(files, temporary=read_only)
@@ -99,6 +109,28 @@ def _open_spark(project: Project, read_only: bool) -> Engine:
 
     session, layout, catalog = spark_warehouse(project.root, project.settings.warehouse)
     return SparkEngine(session, layout, catalog, read_only=read_only)
+
+
+def _open_iceberg(
+    project: Project, wait: bool, read_only: bool, files: Mapping[str, SourceFiles]
+) -> DuckDBEngine:
+    try:
+        from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
+        from tidegate.engines.iceberg_place import iceberg_place
+        from tidegate.engines.iceberg_tables import IcebergTables
+    except ImportError as error:
+        if error.name is None or not error.name.startswith(("pyiceberg", "pyarrow", "sqlalchemy")):
+            raise
+        raise UsageError(ICEBERG_HINT) from None
+    place = iceberg_place(project.root, project.settings.warehouse)
+    return DuckDBIcebergEngine(
+        project.warehouse_path,
+        IcebergTables(place, read_only=read_only),
+        wait=wait,
+        on_wait=tell,
+        read_only=read_only,
+        files=files,
+    )
 
 
 def warehouse_problems(project: Project) -> list[str]:

@@ -12,6 +12,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from sqlglot import exp
+
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError, FencedError
 from tidegate.domain.model import Column, WriteMode
@@ -152,19 +154,20 @@ class SqlEngine(RangeUpdates):
             if col.name not in known:
                 self._run(sql.add_column(published, Column(col.name, col.type), self.flavor))
 
-    def _writes(self, target: Target, staging: str) -> list[str]:
-        """The statements that write the staged rows as the target's write mode says, built
-        once per target and staging slot."""
-        published = sql.table(target.name, target.schema)
+    def _writes(self, target: Target, staging: str, into: exp.Table | None = None) -> list[str]:
+        """The statements that write the staged rows as the target's write mode says (into the
+        published table, or the table `into`), built once per target and staging slot."""
+        published = into or sql.table(target.name, target.schema)
+        where = published.sql()
         source = self._staged(staging)
         at, key, flavor = target.partition_column, target.unique_key, self.flavor
         insert = self._statement(
-            ("insert", target.schema, target.name, target.columns, staging),
+            ("insert", where, target.columns, staging),
             lambda: sql.insert_from(published, target.columns, source, flavor),
         )
         if target.write_mode is WriteMode.OVERWRITE:
             delete = self._statement(
-                ("delete", target.schema, target.name, at, target.keyed, target.cursor),
+                ("delete", where, at, target.keyed, target.cursor),
                 lambda: sql.delete_partition(published, at, target.keyed, flavor, target.cursor),
             )
             return [delete, insert]
@@ -175,14 +178,14 @@ class SqlEngine(RangeUpdates):
         grain = None if target.keyed else _grain(target)
         if target.write_mode is WriteMode.MERGE:
             matched = self._statement(
-                ("delete matched", target, staging),
+                ("delete matched", where, target, staging),
                 lambda: write_sql.delete_matched(
                     published, source, at, target.keyed, key, grain, flavor, target.cursor
                 ),
             )
             return [matched, insert]
         unmatched = self._statement(
-            ("insert unmatched", target, staging),
+            ("insert unmatched", where, target, staging),
             lambda: write_sql.insert_unmatched(
                 published,
                 target.columns,
@@ -211,14 +214,19 @@ class SqlEngine(RangeUpdates):
                 )
 
     def _content(
-        self, target: Target, bounds: Mapping[str, Any], markers: Sequence[CommitMarker]
+        self,
+        target: Target,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        of: exp.Table | None = None,
     ) -> dict[int, Checksum]:
-        """What each marked partition holds now, read inside the publish's transaction."""
-        published = sql.table(target.name, target.schema)
+        """What each marked partition holds now (in the published table, or the table `of`),
+        read inside the publish's transaction."""
+        published = of or sql.table(target.name, target.schema)
         names = [c.name for c in target.columns]
         grain = None if target.keyed else _grain(target)
         statement = self._statement(
-            ("content", target),
+            ("content", published.sql(), target),
             lambda: write_sql.partition_content(
                 published, names, target.partition_column, grain, self.flavor, target.cursor
             ),

@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 
+from tidegate.crash import crash_point
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import Progress, StopLoss, Trigger, fired, next_start_delay
 from tidegate.domain.checksum import Checksum
@@ -30,7 +31,6 @@ from tidegate.domain.secrets import Redactor, Secrets
 from tidegate.domain.taint import TaintPolicy
 from tidegate.domain.throttle import AdaptiveThrottle, Adjustment
 from tidegate.engines.base import CommitMarker, Engine, Fence, Target
-from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.read_ahead import Stretch, Upcoming
 from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute

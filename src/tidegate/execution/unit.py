@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tidegate.crash import crash_point
 from tidegate.domain.checks import QUERY_KINDS, CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.cursor import cursor_bounds
@@ -27,7 +28,6 @@ from tidegate.execution.audit import (
     measure_key_partition,
     measure_queries,
 )
-from tidegate.execution.crash import crash_point
 from tidegate.execution.inputs import ReadPlan, previous_start
 from tidegate.sql.model_sql import missing_column
 from tidegate.sql.sandbox import stored_refusal

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tidegate.crash import crash_point
 from tidegate.domain.checks import CheckResult
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.clock import Timer
@@ -19,7 +20,6 @@ from tidegate.domain.model import ModelSpec, Severity, UpdateSpec
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.engines.base import CommitMarker, Engine
 from tidegate.engines.sql_update import RangeAudit, RangeUpdates, UpdateRefused
-from tidegate.execution.crash import crash_point
 from tidegate.execution.unit import Computed, Unit
 from tidegate.sql.updates import is_integer_type
 from tidegate.state.base import StateStore

@@ -49,6 +49,9 @@ ENGINE_KEYS = {
     "postgres": frozenset({"dsn", "schema", "password_env"}),
     "spark": frozenset({"master", "remote", "location", "catalog", "conf", "password_env"}),
 }
+# tables = "iceberg": the keys it adds to a DuckDB warehouse
+ICEBERG_KEYS = frozenset({"tables", "location", "catalog", "namespace", "password_env"})
+SQLITE_CATALOG = "sqlite"
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -100,13 +103,27 @@ class WarehouseSection(_Strict):
         default="warehouse",
         min_length=1,
         description="Spark: the warehouse's root directory: relative to the project, absolute, or "
-        "a URI Spark writes to (`s3a://bucket/lake`, `hdfs://…`; a URI needs `catalog`).",
+        "a URI Spark writes to (`s3a://bucket/lake`, `hdfs://…`; a URI needs `catalog`). "
+        "Iceberg: the folder of the tables' data and metadata files (default `lake`).",
     )
     catalog: str | None = Field(
         default=None,
         description="Spark: the database holding publish pointers and commit markers, "
         "`postgresql://USER@HOST:PORT/DB`, shared by machines. Default: a SQLite file, "
-        "`<location>/_tidegate/catalog.sqlite`.",
+        "`<location>/_tidegate/catalog.sqlite`. Iceberg: the SQL catalog of the tables, "
+        '`"sqlite"` (the default: `<location>/catalog.db`) or `postgresql://USER@HOST:PORT/DB`.',
+    )
+    tables: Literal["engine", "iceberg"] = Field(
+        default="engine",
+        description='What published tables are: the engine\'s own (`"engine"`), or Apache '
+        'Iceberg tables (`"iceberg"`, DuckDB only; needs `tidegate[iceberg]`) in a catalog '
+        "every Iceberg reader opens, written through branches (write–audit–publish).",
+    )
+    namespace: str = Field(
+        default="default",
+        pattern=IDENTIFIER.pattern,
+        description='Iceberg: the namespace of published tables (a model with a `schema` of its '
+        "own publishes into that namespace).",
     )
     conf: dict[str, str | int | float | bool] = Field(
         default={},
@@ -117,7 +134,7 @@ class WarehouseSection(_Strict):
     @field_validator("dsn", "catalog")
     @classmethod
     def _dsn(cls, dsn: str | None) -> str | None:
-        if dsn is None:
+        if dsn is None or dsn == SQLITE_CATALOG:
             return dsn
         parts = urlsplit(dsn)
         if parts.scheme not in ("postgresql", "postgres"):
@@ -149,7 +166,14 @@ class WarehouseSection(_Strict):
     def _engine_fields(self) -> WarehouseSection:
         given = {"schema" if name == "db_schema" else name for name in self.model_fields_set}
         given.discard("engine")
+        if self.tables == "iceberg":
+            self._iceberg_fields(given)
+            return self
         extra = sorted(given - ENGINE_KEYS[self.engine])
+        if "namespace" in extra:
+            raise _problem('namespace is for tables = "iceberg"')
+        if self.catalog == SQLITE_CATALOG:
+            raise _problem('catalog = "sqlite" is for tables = "iceberg"')
         if extra:
             owner = next(e for e, keys in ENGINE_KEYS.items() if extra[0] in keys)
             raise _problem(f'{extra[0]} is for engine = "{owner}", not "{self.engine}"')
@@ -158,6 +182,27 @@ class WarehouseSection(_Strict):
         if self.engine == "spark":
             self._spark_fields(given)
         return self
+
+    def _iceberg_fields(self, given: set[str]) -> None:
+        if self.engine != "duckdb":
+            raise _problem(
+                'tables = "iceberg" is for engine = "duckdb" (PostgreSQL and Spark publish into '
+                "tables of their own)"
+            )
+        extra = sorted(given - ENGINE_KEYS["duckdb"] - ICEBERG_KEYS)
+        if extra:
+            raise _problem(f'{extra[0]} is not a key of engine = "duckdb" with tables = "iceberg"')
+        if _URI.match(self.location) and not self.location.startswith("file://"):
+            raise _problem(
+                "location must be a folder (a path, or file://…): DuckDB reads the tables' files"
+            )
+        if self.password_env is not None and self.catalog in (None, SQLITE_CATALOG):
+            raise _problem("password_env is for a catalog in PostgreSQL (catalog = ...)")
+
+    @property
+    def iceberg_location(self) -> str:
+        """Iceberg: the folder of the tables' files, as given (default `lake`)."""
+        return self.location if "location" in self.model_fields_set else "lake"
 
     def _spark_fields(self, given: set[str]) -> None:
         if "master" in given and self.remote is not None:

@@ -1,0 +1,333 @@
+"""DuckDB computing, Iceberg tables published (`[warehouse] tables = "iceberg"`): models run,
+stage and audit in the DuckDB file as on DuckDB tables; a publish writes the window's new rows
+into the model's Iceberg table through a branch (iceberg_tables.py), audits the files the
+branch holds against what the staged rows were audited as, and moves main. The DuckDB file keeps
+a view per published table over the files of main's snapshot, so that downstream models,
+checks, `diff` and `verify` read it by name as they read a DuckDB table."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pyiceberg.expressions import AlwaysTrue
+
+from tidegate.crash import crash_point
+from tidegate.domain.checksum import Checksum
+from tidegate.domain.errors import EngineError
+from tidegate.domain.model import Column, SourceFiles, WriteMode
+from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Fence, Target
+from tidegate.engines.duckdb import DuckDBEngine, duckdb_column
+from tidegate.engines.iceberg_tables import IcebergTables
+from tidegate.engines.iceberg_types import conform, duckdb_type
+from tidegate.sql import iceberg as iceberg_sql
+from tidegate.sql import statements as sql
+
+# the table property naming the model an Iceberg table publishes (tables without it are not
+# tidegate's, and get no view)
+MODEL_PROPERTY = "tidegate.model"
+
+
+class DuckDBIcebergEngine(DuckDBEngine):
+    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+
+    def __init__(
+        self,
+        path: Path,
+        tables: IcebergTables,
+        wait: bool = False,
+        on_wait: Any = None,
+        read_only: bool = False,
+        files: Mapping[str, SourceFiles] | None = None,
+    ) -> None:
+        self.tables = tables
+        super().__init__(path, wait=wait, on_wait=on_wait, read_only=read_only, files=files)
+        self._read_only = read_only
+        self._owns_tables = True
+        try:
+            self.keep_views()
+        except BaseException:
+            self.close()
+            raise
+
+    def _readable_folders(self) -> list[str]:
+        local = tables_folder(self.tables.place.location)
+        return [local] if local is not None else []
+
+    def prepare(self) -> None:
+        super().prepare()
+        # a publish killed before its end left its branch; this process is the one writer
+        self.tables.remove_leftover_branches()
+
+    # views -----------------------------------------------------------------------------------
+
+    def keep_views(self) -> None:
+        """A view per published Iceberg table over main's files, remade where the table's
+        metadata changed; the view of a table gone from the catalog goes too. A read-only handle
+        makes temporary views of its own instead."""
+        kept = {
+            (schema, name): label
+            for schema, name, label in self._run(iceberg_sql.labelled_views()).fetchall()
+        }
+        present: set[tuple[str, str]] = set()
+        for model_schema, name in self.tables.tables():
+            table = self.tables.load(name, model_schema, fresh=True)
+            if table is None or table.properties.get(MODEL_PROPERTY) != name:
+                continue
+            schema = model_schema or "main"
+            present.add((schema, name))
+            label = iceberg_sql.VIEW_LABEL + table.metadata_location
+            if kept.get((schema, name)) == label:
+                continue
+            self._make_view(table, schema, name, label)
+        if self._read_only:
+            return
+        for schema, name in sorted(set(kept) - present):
+            self._run(iceberg_sql.drop_view(sql.table(name, schema)))
+
+    def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
+        table = self.tables.load(name, schema)
+        if table is None or table.properties.get(MODEL_PROPERTY) != name:
+            return super().table_columns(name, schema)
+        return [
+            duckdb_column(f.name, duckdb_type(f.field_type), not f.required)
+            for f in table.schema().fields
+        ]
+
+    def _make_view(self, table: Any, schema: str, name: str, label: str) -> None:
+        columns = _columns_of(table)
+        snapshot = table.metadata.current_snapshot_id
+        files = [] if snapshot is None else self.tables.data_files(table, snapshot, _EVERY_ROW)
+        view = sql.table(name, schema)
+        statements = iceberg_sql.table_view(view, columns, files, label, self._read_only)
+        if not self._read_only and schema != "main":
+            self._run(sql.create_schema(schema))
+        with self._transaction():
+            for statement in statements:
+                self._run(statement)
+
+    # publish ---------------------------------------------------------------------------------
+
+    def publish(
+        self,
+        target: Target,
+        staging: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        fence: Fence | None = None,
+    ) -> dict[int, Checksum]:
+        if self._read_only:
+            raise EngineError("duckdb: this warehouse was opened read-only")
+        if target.cursor:
+            raise EngineError("iceberg: cursor models publish into DuckDB tables only")
+        _refuse_incomplete(markers)
+        if fence is not None:
+            # the fences live in the DuckDB file, whose one writing process this is
+            with self._transaction():
+                self._hold_fence(fence)
+        if target.write_mode is WriteMode.APPEND and not target.unique_key:
+            self._refuse_republished(target, markers)
+        names = [c.name for c in target.columns]
+        rows_of = staging
+        content: dict[int, Checksum] = {}
+        if target.write_mode is not WriteMode.OVERWRITE:
+            rows_of = self._window_written(target, staging, bounds)
+            if markers:
+                content = self._content(target, bounds, markers, of=sql.staged(rows_of))
+                markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
+        created = self.tables.load(target.name, target.schema) is None
+        try:
+            rows = self._fetch_arrow(iceberg_sql.select_columns(sql.staged(rows_of), names), {})
+            table = self._table_for(target, rows.schema, markers)
+            rows = conform(rows, table.schema(), target.name)
+            expected = self._checksums(rows_of, target, markers)
+
+            def audit(files: list[str]) -> None:
+                self._audit_branch(target, table, files, bounds, markers, expected)
+
+            self.tables.publish(
+                table,
+                rows,
+                target.partition_column,
+                bounds,
+                markers,
+                audit,
+                written=lambda: crash_point("iceberg_branch_written"),
+            )
+            self._make_view(
+                table,
+                target.schema or "main",
+                target.name,
+                iceberg_sql.VIEW_LABEL + table.metadata_location,
+            )
+        except BaseException:
+            if created:  # a failed first publish leaves no table behind
+                self.tables.drop(target.name, target.schema)
+            raise
+        finally:
+            if rows_of != staging:
+                self._run(self._drop_statement(rows_of))
+        with contextlib.suppress(EngineError):
+            self.drop_staging(staging)
+        return content
+
+    def _table_for(self, target: Target, arrow_schema: Any, markers: Sequence[CommitMarker]) -> Any:
+        """The model's Iceberg table, created (partitioned by the grain) or given the target's
+        new columns."""
+        table = self.tables.load(target.name, target.schema)
+        if table is None:
+            grain = target.grain or (markers[0].grain if markers else None)
+            if target.keyed:
+                grain = "key"
+            table = self.tables.create(
+                target.name,
+                target.schema,
+                arrow_schema,
+                [c.name for c in target.columns if not c.nullable],
+                target.partition_column,
+                grain,
+                {MODEL_PROPERTY: target.name},
+            )
+        return self.tables.evolve(table, arrow_schema)
+
+    def _window_written(self, target: Target, staging: str, bounds: Mapping[str, Any]) -> str:
+        """For merge and append: a table of the window's rows as the write mode leaves them
+        (the published rows, then the staged ones written into them by the same statements a
+        DuckDB table takes)."""
+        window = f"{staging}__window"
+        table = self.tables.load(target.name, target.schema)
+        published = _columns_of(table) if table is not None else []
+        columns = [
+            *published,
+            *[(c.name, c.type) for c in target.columns if c.name not in dict(published)],
+        ]
+        files = []
+        if table is not None and table.metadata.current_snapshot_id is not None:
+            files = self.tables.data_files(table, table.metadata.current_snapshot_id, _EVERY_ROW)
+        self._run(self._drop_statement(window))
+        statement = iceberg_sql.window_of_files(
+            sql.staged(window), columns, files, target.partition_column, target.keyed
+        )
+        self._run(statement, self._bind(bounds, statement))
+        for statement in self._writes(target, staging, into=sql.staged(window)):
+            self._run(statement, self._bind(bounds, statement))
+        return window
+
+    def _audit_branch(
+        self,
+        target: Target,
+        table: Any,
+        files: list[str],
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        expected: Mapping[int, Checksum],
+    ) -> None:
+        """The branch's files of the window hold exactly the rows written: their checksum per
+        partition equals the one of the staged rows (for merge and append, of the window's new
+        rows). A value the table stores differently would show here, before main moves."""
+        audited = "tidegate_iceberg_audit"
+        self._run(self._drop_statement(audited))
+        statement = iceberg_sql.window_of_files(
+            sql.staged(audited), _columns_of(table), files, target.partition_column, target.keyed
+        )
+        self._run(statement, self._bind(bounds, statement))
+        try:
+            found = self._checksums(audited, target, markers)
+        finally:
+            self._run(self._drop_statement(audited))
+        for start in expected:
+            if found[start] != expected[start]:
+                raise EngineError(
+                    f"iceberg: the files written for {target.name} do not hold the rows staged "
+                    f"(partition starting {start}: {found[start]} in the files, "
+                    f"{expected[start]} staged); nothing was published"
+                )
+
+    def _checksums(
+        self, staging: str, target: Target, markers: Sequence[CommitMarker]
+    ) -> dict[int, Checksum]:
+        """Per marked partition, the checksum of a staging table's rows over the target's
+        columns."""
+        names = [c.name for c in target.columns]
+        if len(markers) <= 1:  # one partition, or an unmarked publish (a shadow table's)
+            start = markers[0].partition_start if markers else EVERY[0]
+            return {start: self.checksum(staging, names)}
+        profiles = self.profile(
+            staging, True, target.partition_column, markers[0].grain, None, names
+        )
+        return {
+            m.partition_start: (
+                profiles[m.partition_start].checksum
+                if m.partition_start in profiles
+                else Checksum(0, 0)
+            )
+            for m in markers
+        }
+
+    def _refuse_republished(self, target: Target, markers: Sequence[CommitMarker]) -> None:
+        starts = {m.partition_start for m in markers}
+        found = [
+            m
+            for m in self.tables.markers_of(target.name, target.schema)
+            if m.partition_start in starts
+        ]
+        if found:
+            raise EngineError(
+                f"{target.name}: append without a unique key publishes a partition once; "
+                f"{len({m.partition_start for m in found})} of these partitions are published "
+                "already, and appending again would duplicate their rows"
+            )
+
+    # markers ---------------------------------------------------------------------------------
+
+    def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
+        # the `update` write mode keeps its markers in the DuckDB file: it updates DuckDB tables
+        return {**super().markers(attempt_ids), **self.tables.markers(attempt_ids)}
+
+    def markers_of(
+        self, model: str, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        found = self.tables.markers_of(model, None, start, end)
+        return found or super().markers_of(model, start, end)
+
+    def handle(self) -> DuckDBIcebergEngine:
+        twin = super().handle()
+        if not isinstance(twin, DuckDBIcebergEngine):  # DuckDBEngine.handle makes its own type
+            raise TypeError("a handle of another engine")
+        twin.tables = self.tables
+        twin._read_only = self._read_only
+        twin._owns_tables = False
+        return twin
+
+    def close(self) -> None:
+        super().close()
+        if self._owns_tables:
+            self.tables.close()
+
+
+_EVERY_ROW = AlwaysTrue()
+
+
+def _refuse_incomplete(markers: Sequence[CommitMarker]) -> None:
+    """Every field of a marker is set: one missing would be found only after the data moved."""
+    for marker in markers:
+        missing = [k for k, v in marker.__dict__.items() if v is None]
+        if missing:
+            raise EngineError(
+                f"iceberg: the marker of attempt {marker.attempt_id} lacks {missing[0]}; "
+                "nothing was published"
+            )
+
+
+def _columns_of(table: Any) -> list[tuple[str, str]]:
+    return [(f.name, duckdb_type(f.field_type)) for f in table.schema().fields]
+
+
+def tables_folder(location: str) -> str | None:
+    """The local folder of a location (a path or a file URI); None for other URIs."""
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    return None if "://" in location else location

@@ -1,0 +1,388 @@
+"""Published tables kept as Apache Iceberg tables in a SQL catalog (docs/engines/iceberg.md):
+write–audit–publish with Iceberg's own branches, and the commit markers in the snapshots.
+
+A publish writes the window's new rows on a branch of its own (`tidegate-<attempt>`) forked
+from main's head, the snapshot's properties carrying the commit markers; the caller audits the
+branch's files; then main moves to the branch head by compare-and-swap when main has not moved
+since the fork (the catalog refuses the commit otherwise), and the branch goes in the same
+commit. When main moved meanwhile and none of the window's files changed, the rows are applied
+onto the new main in one commit; when they changed, the publish fails: another writer published
+those partitions. A crash leaves at most a branch no reader follows, which the next writer (or
+`tidegate maintain`) removes.
+
+Markers are read from main's history: a partition's attempt committed exactly when a snapshot
+of main names it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import warnings
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import astuple, dataclass
+from typing import Any
+
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot, ancestors_of
+
+from tidegate.domain.errors import EngineError
+from tidegate.engines.base import EVERY, CommitMarker
+from tidegate.engines.iceberg_types import partition_spec, schema_of, window_filter
+
+# the catalog's name in its database (a reader opening the catalog names it so)
+CATALOG_NAME = "tidegate"
+BRANCH_PREFIX = "tidegate-"
+MARKERS_PROPERTY = "tidegate.markers"
+# how often a publish re-reads main and tries again when another writer committed meanwhile
+COMMIT_TRIES = 10
+
+MEANWHILE = "was published by another writer meanwhile"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the catalog and the files are: a SQLAlchemy URI, the warehouse location (a file
+    URI or a path), the namespace of tables without a schema of their own."""
+
+    catalog_uri: str
+    location: str
+    namespace: str
+
+
+class IcebergTables:
+    """A project's published tables in an Iceberg catalog."""
+
+    def __init__(self, place: Place, read_only: bool = False) -> None:
+        self.place = place
+        self.read_only = read_only
+        self._catalog = SqlCatalog(
+            CATALOG_NAME,
+            uri=place.catalog_uri,
+            warehouse=place.location,
+            init_catalog_tables="true",
+        )
+        # per table: (its metadata file, the markers of main's history) — read again only when
+        # the table's metadata changed
+        self._markers: dict[tuple[str, str], tuple[str, list[CommitMarker]]] = {}
+        self._loaded: dict[tuple[str, str], Table | None] = {}
+        # one publish at a time in this process: each branch forks from main's head, so that
+        # moving main is a fast-forward (the handles of worker threads share this object)
+        self._publishing = threading.Lock()
+
+    # tables ----------------------------------------------------------------------------------
+
+    def identifier(self, name: str, schema: str | None = None) -> tuple[str, str]:
+        """A table's (namespace, name): the project's namespace, or a model's schema nested in
+        it (`analytics.marts`), so that projects sharing a catalog never meet."""
+        namespace = self.place.namespace
+        return (f"{namespace}.{schema}" if schema else namespace, name)
+
+    def load(self, name: str, schema: str | None = None, fresh: bool = False) -> Table | None:
+        """The table as this process last read or wrote it (`fresh`: as the catalog holds it
+        now), or None. One writing process: what it read stays true until it writes."""
+        key = self.identifier(name, schema)
+        if fresh or key not in self._loaded:
+            try:
+                self._loaded[key] = self._catalog.load_table(key)
+            except (NoSuchTableError, NoSuchNamespaceError):
+                self._loaded[key] = None
+        return self._loaded[key]
+
+    def tables(self) -> list[tuple[str | None, str]]:
+        """The tables of the catalog in this project's namespace and under its location, as
+        (schema, name) (schema None: the namespace itself): a catalog shared with other
+        projects and tools lists theirs too, and theirs are never opened. One query of the
+        catalog's table (Iceberg's JDBC catalog layout, which pyiceberg's SQL catalog keeps)."""
+        from sqlalchemy import text
+
+        root = self.place.location.rstrip("/") + "/"
+        query = text(
+            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
+            "WHERE catalog_name = :catalog"
+        )
+        with self._catalog.engine.connect() as connection:
+            rows = connection.execute(query, {"catalog": CATALOG_NAME}).fetchall()
+        found: list[tuple[str | None, str]] = []
+        for namespace, name, metadata in rows:
+            if not str(metadata).startswith(root):
+                continue
+            if namespace == self.place.namespace:
+                found.append((None, name))
+            elif namespace.startswith(self.place.namespace + "."):
+                found.append((namespace[len(self.place.namespace) + 1 :], name))
+        return sorted(found, key=lambda t: (t[0] or "", t[1]))
+
+    def create(
+        self,
+        name: str,
+        schema: str | None,
+        arrow_schema: Any,
+        required: Collection[str],
+        column: str,
+        grain: str | None,
+        properties: Mapping[str, str],
+    ) -> Table:
+        """A new table of these columns (the `required` ones without NULLs), partitioned by the
+        grain, with an empty first snapshot on main (a branch forks from a snapshot)."""
+        iceberg_schema = schema_of(arrow_schema, required)
+        identifier = self.identifier(name, schema)
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            self._catalog.create_namespace(identifier[0])
+        try:
+            table = self._catalog.create_table(
+                identifier,
+                schema=iceberg_schema,
+                partition_spec=partition_spec(iceberg_schema, column, grain),
+                properties=dict(properties),
+            )
+        except TableAlreadyExistsError:
+            return self._catalog.load_table(identifier)
+        table.append(table.schema().as_arrow().empty_table())
+        self._loaded[identifier] = table
+        return table
+
+    def drop(self, name: str, schema: str | None = None) -> None:
+        """Drop a table (a failed first publish's), and its files' metadata from the catalog."""
+        identifier = self.identifier(name, schema)
+        with contextlib.suppress(NoSuchTableError):
+            self._catalog.purge_table(identifier)
+        self._loaded[identifier] = None
+
+    def evolve(self, table: Table, arrow_schema: Any) -> Table:
+        """Add the columns the table lacks (additive changes; nullable)."""
+        known = set(table.schema().column_names)
+        added = [f for f in schema_of(arrow_schema).fields if f.name not in known]
+        if added:
+            with table.update_schema() as update:
+                for field in added:
+                    update.add_column(field.name, field.field_type)
+        return table
+
+    # publish ---------------------------------------------------------------------------------
+
+    def publish(
+        self,
+        table: Table,
+        rows: Any,
+        column: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        audit: Callable[[list[str]], None],
+        written: Callable[[], None] = lambda: None,
+    ) -> int:
+        """Replace the window's rows of `table` by `rows` (a pyarrow.Table) with `markers` in
+        the snapshot: written on a branch, `audit` given the branch's data files of the window
+        (it raises when they do not hold what was audited; the branch is then removed), then
+        main moved to it. `written` runs between the audit and the move (a crash point).
+        Returns the snapshot main holds the rows in."""
+        if self.read_only:
+            raise EngineError("iceberg: this warehouse was opened read-only")
+        with self._publishing, warnings.catch_warnings():
+            # "Delete operation did not match any records": a first publish of a partition
+            warnings.simplefilter("ignore", UserWarning)
+            table.refresh()
+            return self._publish(table, rows, column, bounds, markers, audit, written)
+
+    def _publish(
+        self,
+        table: Table,
+        rows: Any,
+        column: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        audit: Callable[[list[str]], None],
+        written: Callable[[], None],
+    ) -> int:
+        self._refuse_published(table, markers)
+        window = window_filter(table.schema(), column, bounds)
+        properties = _properties(markers)
+        base = table.metadata.current_snapshot_id
+        if base is None:
+            raise EngineError(f"iceberg: table {'.'.join(table.name())} has no snapshot on main")
+        branch = BRANCH_PREFIX + (markers[0].attempt_id if markers else f"unmarked-{os.getpid()}")
+        if branch in table.refs():
+            table.manage_snapshots().remove_branch(branch).commit()
+        table.manage_snapshots().create_branch(base, branch).commit()
+        try:
+            table.overwrite(
+                rows,
+                overwrite_filter=window,
+                snapshot_properties=properties,
+                branch=branch,
+            )
+            head = table.refs()[branch].snapshot_id
+            audit(self.data_files(table, head, window))
+            written()
+            return self._move_main(table, branch, base, head, rows, window, properties)
+        finally:
+            self._remove_branch(table, branch)
+
+    def _move_main(
+        self,
+        table: Table,
+        branch: str,
+        base: int,
+        head: int,
+        rows: Any,
+        window: Any,
+        properties: dict[str, str],
+    ) -> int:
+        for _ in range(COMMIT_TRIES):
+            table.refresh()
+            main = table.metadata.current_snapshot_id
+            try:
+                if main == base:
+                    # the fast-forward: the catalog's compare-and-swap refuses it when main
+                    # moved after this read
+                    table.manage_snapshots().set_current_snapshot(ref_name=branch).remove_branch(
+                        branch
+                    ).commit()
+                    return head
+                if main is None or self.data_files(table, main, window) != self.data_files(
+                    table, base, window
+                ):
+                    raise EngineError(
+                        f"iceberg: {'.'.join(table.name())}: a partition of this publish "
+                        f"{MEANWHILE}; nothing was published"
+                    )
+                table.overwrite(rows, overwrite_filter=window, snapshot_properties=properties)
+                current = table.metadata.current_snapshot_id
+                if current is None:  # an overwrite always leaves a snapshot
+                    raise EngineError("iceberg: the publish left main without a snapshot")
+                return current
+            except CommitFailedException:
+                continue
+        raise EngineError(
+            f"iceberg: {'.'.join(table.name())}: main kept moving; gave up after "
+            f"{COMMIT_TRIES} tries, nothing was published"
+        )
+
+    def _remove_branch(self, table: Table, branch: str) -> None:
+        for _ in range(COMMIT_TRIES):
+            table.refresh()
+            if branch not in table.refs():
+                return
+            try:
+                table.manage_snapshots().remove_branch(branch).commit()
+                return
+            except CommitFailedException:
+                continue
+
+    def _refuse_published(self, table: Table, markers: Sequence[CommitMarker]) -> None:
+        ids = {m.attempt_id for m in markers}
+        done = sorted(ids & {m.attempt_id for m in self._history(table)})
+        if done:
+            raise EngineError(f"iceberg: attempt {done[0]} published already")
+
+    def data_files(self, table: Table, snapshot_id: int, window: Any) -> list[str]:
+        """The data files of a snapshot that hold rows of the window, as local paths or URIs
+        (refused when it has delete files: tidegate writes copy-on-write tables)."""
+        files: list[str] = []
+        for task in table.scan(row_filter=window, snapshot_id=snapshot_id).plan_files():
+            if task.delete_files:
+                raise EngineError(
+                    f"iceberg: {'.'.join(table.name())} has delete files (merge-on-read); "
+                    "tidegate reads copy-on-write tables"
+                )
+            files.append(local_path(task.file.file_path))
+        return sorted(files)
+
+    def remove_leftover_branches(
+        self, tables: Sequence[tuple[str, str]] | None = None
+    ) -> list[str]:
+        """Remove the `tidegate-*` branches of the tables (default: every table): a publish
+        killed before its end left them; no reader follows one. Returns `namespace.table@branch`
+        of each removed."""
+        removed: list[str] = []
+        for schema, name in tables if tables is not None else self.tables():
+            table = self.load(name, schema, fresh=True)
+            if table is None:
+                continue
+            for branch in sorted(table.refs()):
+                if branch.startswith(BRANCH_PREFIX):
+                    self._remove_branch(table, branch)
+                    removed.append(f"{'.'.join(table.name())}@{branch}")
+        return removed
+
+    # markers ---------------------------------------------------------------------------------
+
+    def markers_of(
+        self, name: str, schema: str | None = None, start: int = EVERY[0], end: int = EVERY[1]
+    ) -> list[CommitMarker]:
+        table = self.load(name, schema)
+        if table is None:
+            return []
+        found = [m for m in self._history(table) if start <= m.partition_start < end]
+        return sorted(found, key=lambda m: (m.partition_start, m.attempt_id))
+
+    def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
+        wanted = set(attempt_ids)
+        found: dict[str, CommitMarker] = {}
+        for schema, name in self.tables():
+            table = self.load(name, schema)
+            if table is None:
+                continue
+            for marker in self._history(table):
+                if marker.attempt_id in wanted:
+                    found[marker.attempt_id] = marker
+        return found
+
+    def snapshots_of(self, table: Table) -> Iterator[tuple[Snapshot, list[CommitMarker]]]:
+        """Main's snapshots, newest first, with the markers each names."""
+        current = table.current_snapshot()
+        if current is None:
+            return
+        for snapshot in ancestors_of(current, table.metadata):
+            yield snapshot, _markers_in(snapshot)
+
+    def _history(self, table: Table) -> list[CommitMarker]:
+        key = (table.name()[0], table.name()[-1])
+        cached = self._markers.get(key)
+        if cached is not None and cached[0] == table.metadata_location:
+            return cached[1]
+        seen: dict[str, CommitMarker] = {}
+        for _, markers in self.snapshots_of(table):
+            for marker in markers:
+                seen.setdefault(marker.attempt_id, marker)
+        history = list(seen.values())
+        self._markers[key] = (table.metadata_location, history)
+        return history
+
+    def close(self) -> None:
+        self._catalog.engine.dispose()
+
+
+def _properties(markers: Sequence[CommitMarker]) -> dict[str, str]:
+    """The snapshot's properties: the markers, and what a person reading the history wants."""
+    properties = {MARKERS_PROPERTY: json.dumps([list(astuple(m)) for m in markers])}
+    if markers:
+        properties["tidegate.run"] = markers[0].run_id
+        properties["tidegate.version"] = markers[0].version_id
+        properties["tidegate.attempts"] = ",".join(m.attempt_id for m in markers)
+        properties["tidegate.rows"] = str(sum(int(m.checksum.split(":")[0]) for m in markers))
+    return properties
+
+
+def _markers_in(snapshot: Snapshot) -> list[CommitMarker]:
+    text = (
+        snapshot.summary.additional_properties.get(MARKERS_PROPERTY) if snapshot.summary else None
+    )
+    if not text:
+        return []
+    return [CommitMarker(*row) for row in json.loads(text)]
+
+
+def local_path(uri: str) -> str:
+    """A file URI as the local path DuckDB reads; other URIs as they are."""
+    return uri[len("file://") :] if uri.startswith("file://") else uri

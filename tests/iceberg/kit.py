@@ -1,0 +1,48 @@
+"""Iceberg warehouses for tests: a DuckDB engine publishing into Iceberg tables of a SQLite or a
+PostgreSQL catalog in a folder of the test's own."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from tests.engines.postgres_kit import SERVER
+from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
+from tidegate.engines.iceberg_place import catalog_uri
+from tidegate.engines.iceberg_tables import IcebergTables, Place
+
+
+def sqlite_place(folder: Path, namespace: str = "default") -> Place:
+    lake = folder / "lake"
+    return Place(catalog_uri(lake, None, None), lake.resolve().as_uri(), namespace)
+
+
+def postgres_place(folder: Path) -> Place:
+    """A catalog in the test PostgreSQL database; a namespace of its own keeps tests apart."""
+    lake = folder / "lake"
+    lake.mkdir(parents=True, exist_ok=True)
+    namespace = f"t_{uuid.uuid4().hex[:12]}"
+    return Place(catalog_uri(lake, SERVER, None), lake.resolve().as_uri(), namespace)
+
+
+def iceberg_engine(folder: Path, place: Place | None = None) -> DuckDBIcebergEngine:
+    place = place or sqlite_place(folder)
+    return DuckDBIcebergEngine(folder / "warehouse.duckdb", IcebergTables(place))
+
+
+def drop_namespace(place: Place) -> None:
+    """Remove a test's tables and namespace from the shared PostgreSQL catalog."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    catalog = SqlCatalog("cleanup", uri=place.catalog_uri, warehouse=place.location)
+    try:
+        nested = [n for n in catalog.list_namespaces(place.namespace) if n != (place.namespace,)]
+        for namespace in [*nested, (place.namespace,)]:
+            for identifier in catalog.list_tables(namespace):
+                catalog.drop_table(identifier)
+            catalog.drop_namespace(namespace)
+    except NoSuchNamespaceError:
+        pass  # nothing was published
+    finally:
+        catalog.engine.dispose()
