@@ -122,8 +122,8 @@ class WarehouseSection(_Strict):
     namespace: str = Field(
         default="default",
         pattern=IDENTIFIER.pattern,
-        description='Iceberg: the namespace of published tables (a model with a `schema` of its '
-        "own publishes into that namespace).",
+        description="Iceberg: the namespace of published tables (a model with a `schema` publishes "
+        "into `NAMESPACE.SCHEMA`).",
     )
     conf: dict[str, str | int | float | bool] = Field(
         default={},
