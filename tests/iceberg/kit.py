@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 from tests.engines.postgres_kit import SERVER
+from tests.kit import EXAMPLE_MODELS, example_project, tidegate
 from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
 from tidegate.engines.iceberg_place import catalog_uri
 from tidegate.engines.iceberg_tables import IcebergTables, Place
@@ -46,3 +48,33 @@ def drop_namespace(place: Place) -> None:
         pass  # nothing was published
     finally:
         catalog.engine.dispose()
+
+
+NAMESPACE = "analytics"
+
+
+def iceberg_project(target: Path, rows_per_day: int = 20, deploy: bool = True) -> Path:
+    """The reference orders project publishing into Iceberg tables (`tables = "iceberg"`,
+    namespace `analytics`, the SQLite catalog in `lake/catalog.db`), built and deployed."""
+    example_project(target, rows_per_day, deploy=False)
+    config = target / "tidegate.toml"
+    text = config.read_text()
+    warehouse = '[warehouse]\nengine = "duckdb"\npath = "warehouse.duckdb"\n'
+    assert warehouse in text
+    config.write_text(
+        text.replace(warehouse, warehouse + f'tables = "iceberg"\nnamespace = "{NAMESPACE}"\n')
+    )
+    if deploy:
+        assert tidegate("build", "--project", target).exit_code == 0
+        for model in EXAMPLE_MODELS:
+            result = tidegate("deploy", model, "--project", target)
+            assert result.exit_code == 0, result.stderr
+    return target
+
+
+def outside_catalog(project: Path) -> Any:
+    """The project's catalog opened by pyiceberg alone, as any other Iceberg reader would."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lake = (project / "lake").resolve()
+    return SqlCatalog("tidegate", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=lake.as_uri())
