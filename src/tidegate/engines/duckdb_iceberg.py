@@ -48,7 +48,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
         self._read_only = read_only
         self._owns_tables = True
         try:
-            self.keep_views()
+            self.keep_mirrors()
         except BaseException:
             self.close()
             raise
@@ -62,52 +62,79 @@ class DuckDBIcebergEngine(DuckDBEngine):
         # a publish killed before its end left its branch; this process is the one writer
         self.tables.remove_leftover_branches()
 
-    # views -----------------------------------------------------------------------------------
+    # the DuckDB copies ---------------------------------------------------------------------
 
-    def keep_views(self) -> None:
-        """A view per published Iceberg table over main's files, remade where the table's
-        metadata changed; the view of a table gone from the catalog goes too. A read-only handle
-        makes temporary views of its own instead."""
-        kept = {
-            (schema, name): label
-            for schema, name, label in self._run(iceberg_sql.labelled_views()).fetchall()
-        }
+    def keep_mirrors(self) -> None:
+        """Each published Iceberg table has a copy in the DuckDB file, which models, checks,
+        `diff` and `verify` read (DuckDB reads a table of its own much faster than hundreds of
+        small files). A copy not made from the table's current metadata — the table changed
+        behind tidegate's back, or a publish was killed between the two commits — is made
+        again from main's files; the copy of a table gone from the catalog goes too. A read-only
+        handle reads such a table's files through a temporary view of its own instead."""
+        known = self._mirrors()
         present: set[tuple[str, str]] = set()
         for model_schema, name in self.tables.tables():
             table = self.tables.load(name, model_schema, fresh=True)
             if table is None or table.properties.get(MODEL_PROPERTY) != name:
                 continue
-            schema = model_schema or "main"
-            present.add((schema, name))
-            label = iceberg_sql.VIEW_LABEL + table.metadata_location
-            if kept.get((schema, name)) == label:
-                continue
-            self._make_view(table, schema, name, label)
+            where = (model_schema or "main", name)
+            present.add(where)
+            if known.get(where) != table.metadata_location:
+                self._copy(table, *where)
         if self._read_only:
             return
-        for schema, name in sorted(set(kept) - present):
-            self._run(iceberg_sql.drop_view(sql.table(name, schema)))
+        for schema, name in sorted(set(known) - present):
+            with self._transaction():
+                self._run(sql.drop_table(sql.table(name, schema)))
+                self._run(iceberg_sql.forget_mirror(), [schema, name])
+
+    def _mirrors(self) -> dict[tuple[str, str], str]:
+        if super().table_columns("iceberg_mirrors", sql.META_SCHEMA) is None:
+            return {}
+        rows = self._run(iceberg_sql.select_mirrors()).fetchall()
+        return {(schema, name): location for schema, name, location in rows}
+
+    def _copy(self, table: Any, schema: str, name: str) -> None:
+        """The table's copy made from main's files (a read-only handle: a temporary view)."""
+        columns = _columns_of(table)
+        snapshot = table.metadata.current_snapshot_id
+        files = [] if snapshot is None else self.tables.data_files(table, snapshot, _EVERY_ROW)
+        if self._read_only:
+            self._run(iceberg_sql.files_view(sql.table(name), columns, files))
+            return
+        if schema != "main":
+            self._run(sql.create_schema(schema))
+        self._run(iceberg_sql.mirrors_ddl())
+        with self._transaction():
+            self._run(iceberg_sql.mirror_table(sql.table(name, schema), columns, files))
+            self._run(iceberg_sql.set_mirror(), [schema, name, table.metadata_location])
+        self._published_columns.pop((None if schema == "main" else schema, name), None)
+
+    def _mirror_window(
+        self, target: Target, rows_of: str, bounds: Mapping[str, Any], table: Any
+    ) -> None:
+        """The copy given the window's new rows, and the state it now holds."""
+        # the copy's own columns: the Iceberg table's were evolved already
+        own = super().table_columns(target.name, target.schema)
+        if own is None:
+            self._copy(table, target.schema or "main", target.name)
+            return
+        self._published_columns[(target.schema, target.name)] = own
+        whole = replace(target, write_mode=WriteMode.OVERWRITE, unique_key=())
+        super().publish(whole, rows_of, bounds, [])
+        schema = target.schema or "main"
+        self._run(iceberg_sql.set_mirror(), [schema, target.name, table.metadata_location])
 
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
         table = self.tables.load(name, schema)
         if table is None or table.properties.get(MODEL_PROPERTY) != name:
+            if (schema or "main", name) in self._mirrors():
+                return None  # a copy of a table gone from the catalog
             return super().table_columns(name, schema)
         return [
             duckdb_column(f.name, duckdb_type(f.field_type), not f.required)
             for f in table.schema().fields
         ]
-
-    def _make_view(self, table: Any, schema: str, name: str, label: str) -> None:
-        columns = _columns_of(table)
-        snapshot = table.metadata.current_snapshot_id
-        files = [] if snapshot is None else self.tables.data_files(table, snapshot, _EVERY_ROW)
-        view = sql.table(name, schema)
-        statements = iceberg_sql.table_view(view, columns, files, label, self._read_only)
-        if not self._read_only and schema != "main":
-            self._run(sql.create_schema(schema))
-        with self._transaction():
-            for statement in statements:
-                self._run(statement)
 
     # publish ---------------------------------------------------------------------------------
 
@@ -148,7 +175,8 @@ class DuckDBIcebergEngine(DuckDBEngine):
             def audit(files: list[str]) -> None:
                 self._audit_branch(target, table, files, bounds, markers, expected)
 
-            self.tables.publish(
+            copied = self._mirrors().get((target.schema or "main", target.name))
+            published = self.tables.publish(
                 table,
                 rows,
                 target.partition_column,
@@ -157,16 +185,16 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 audit,
                 written=lambda: crash_point("iceberg_branch_written"),
             )
-            self._make_view(
-                table,
-                target.schema or "main",
-                target.name,
-                iceberg_sql.VIEW_LABEL + table.metadata_location,
-            )
         except BaseException:
             if created:  # a failed first publish leaves no table behind
                 self.tables.drop(target.name, target.schema)
             raise
+        else:
+            # the copy follows; a kill before it leaves a copy that the next open makes again
+            if copied == published.began_at and not published.moved:
+                self._mirror_window(target, rows_of, bounds, table)
+            else:
+                self._copy(table, target.schema or "main", target.name)
         finally:
             if rows_of != staging:
                 self._run(self._drop_statement(rows_of))

@@ -22,7 +22,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from pyiceberg.catalog.sql import SqlCatalog
@@ -35,7 +35,9 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.update.snapshot import ManageSnapshots
 
+from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
 from tidegate.engines.base import EVERY, CommitMarker
 from tidegate.engines.iceberg_types import partition_spec, schema_of, window_filter
@@ -48,6 +50,17 @@ MARKERS_PROPERTY = "tidegate.markers"
 COMMIT_TRIES = 10
 
 MEANWHILE = "was published by another writer meanwhile"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a publish committed: main's snapshot holding the rows, the table's metadata file
+    when the publish began, and whether main had moved meanwhile (the rows were applied onto
+    another writer's commit)."""
+
+    snapshot_id: int
+    began_at: str
+    moved: bool
 
 
 @dataclass(frozen=True)
@@ -72,9 +85,8 @@ class IcebergTables:
             warehouse=place.location,
             init_catalog_tables="true",
         )
-        # per table: (its metadata file, the markers of main's history) — read again only when
-        # the table's metadata changed
-        self._markers: dict[tuple[str, str], tuple[str, list[CommitMarker]]] = {}
+        # per table: (main's head, the markers of main's history up to it)
+        self._markers: dict[tuple[str, str], tuple[int, list[CommitMarker]]] = {}
         self._loaded: dict[tuple[str, str], Table | None] = {}
         # one publish at a time in this process: each branch forks from main's head, so that
         # moving main is a fast-forward (the handles of worker threads share this object)
@@ -180,19 +192,21 @@ class IcebergTables:
         markers: Sequence[CommitMarker],
         audit: Callable[[list[str]], None],
         written: Callable[[], None] = lambda: None,
-    ) -> int:
+    ) -> Published:
         """Replace the window's rows of `table` by `rows` (a pyarrow.Table) with `markers` in
         the snapshot: written on a branch, `audit` given the branch's data files of the window
         (it raises when they do not hold what was audited; the branch is then removed), then
-        main moved to it. `written` runs between the audit and the move (a crash point).
-        Returns the snapshot main holds the rows in."""
+        main moved to it. `written` runs between the audit and the move (a crash point)."""
         if self.read_only:
             raise EngineError("iceberg: this warehouse was opened read-only")
         with self._publishing, warnings.catch_warnings():
             # "Delete operation did not match any records": a first publish of a partition
             warnings.simplefilter("ignore", UserWarning)
             table.refresh()
-            return self._publish(table, rows, column, bounds, markers, audit, written)
+            began_at = table.metadata_location
+            snapshot, moved = self._publish(table, rows, column, bounds, markers, audit, written)
+            table.refresh()
+            return Published(snapshot, began_at, moved)
 
     def _publish(
         self,
@@ -203,7 +217,7 @@ class IcebergTables:
         markers: Sequence[CommitMarker],
         audit: Callable[[list[str]], None],
         written: Callable[[], None],
-    ) -> int:
+    ) -> tuple[int, bool]:
         self._refuse_published(table, markers)
         window = window_filter(table.schema(), column, bounds)
         properties = _properties(markers)
@@ -213,14 +227,13 @@ class IcebergTables:
         branch = BRANCH_PREFIX + (markers[0].attempt_id if markers else f"unmarked-{os.getpid()}")
         if branch in table.refs():
             table.manage_snapshots().remove_branch(branch).commit()
-        table.manage_snapshots().create_branch(base, branch).commit()
         try:
-            table.overwrite(
-                rows,
-                overwrite_filter=window,
-                snapshot_properties=properties,
-                branch=branch,
-            )
+            # the branch and its rows in one commit of the catalog
+            with table.transaction() as transaction:
+                ManageSnapshots(transaction).create_branch(base, branch).commit()
+                transaction.overwrite(
+                    rows, overwrite_filter=window, snapshot_properties=properties, branch=branch
+                )
             head = table.refs()[branch].snapshot_id
             audit(self.data_files(table, head, window))
             written()
@@ -237,7 +250,9 @@ class IcebergTables:
         rows: Any,
         window: Any,
         properties: dict[str, str],
-    ) -> int:
+    ) -> tuple[int, bool]:
+        """Main moved to the branch head (a fast-forward), or the rows applied onto a main
+        that moved: (main's snapshot holding them, whether main had moved)."""
         for _ in range(COMMIT_TRIES):
             table.refresh()
             main = table.metadata.current_snapshot_id
@@ -248,7 +263,7 @@ class IcebergTables:
                     table.manage_snapshots().set_current_snapshot(ref_name=branch).remove_branch(
                         branch
                     ).commit()
-                    return head
+                    return head, False
                 if main is None or self.data_files(table, main, window) != self.data_files(
                     table, base, window
                 ):
@@ -260,7 +275,7 @@ class IcebergTables:
                 current = table.metadata.current_snapshot_id
                 if current is None:  # an overwrite always leaves a snapshot
                     raise EngineError("iceberg: the publish left main without a snapshot")
-                return current
+                return current, True
             except CommitFailedException:
                 continue
         raise EngineError(
@@ -347,30 +362,59 @@ class IcebergTables:
             yield snapshot, _markers_in(snapshot)
 
     def _history(self, table: Table) -> list[CommitMarker]:
+        """The markers of main's history, newest first; read again only as far back as the
+        head last read (a publish adds a snapshot or two to a history of thousands)."""
         key = (table.name()[0], table.name()[-1])
+        current = table.current_snapshot()
         cached = self._markers.get(key)
-        if cached is not None and cached[0] == table.metadata_location:
+        if current is None:
+            return []
+        if cached is not None and cached[0] == current.snapshot_id:
             return cached[1]
+        newer: list[CommitMarker] = []
+        reached = False
+        for snapshot in ancestors_of(current, table.metadata):
+            if cached is not None and snapshot.snapshot_id == cached[0]:
+                reached = True
+                break
+            newer.extend(_markers_in(snapshot))
+        history = newer + (cached[1] if reached and cached is not None else [])
         seen: dict[str, CommitMarker] = {}
-        for _, markers in self.snapshots_of(table):
-            for marker in markers:
-                seen.setdefault(marker.attempt_id, marker)
-        history = list(seen.values())
-        self._markers[key] = (table.metadata_location, history)
-        return history
+        for marker in history:
+            seen.setdefault(marker.attempt_id, marker)
+        markers = list(seen.values())
+        self._markers[key] = (current.snapshot_id, markers)
+        return markers
 
     def close(self) -> None:
         self._catalog.engine.dispose()
 
 
+# what every marker of one publish shares, written once per snapshot
+_SHARED = ("model", "grain", "run_id", "version_id", "published_at")
+_OWN = ("attempt_id", "partition_start", "partition_end", "checksum")
+
+
 def _properties(markers: Sequence[CommitMarker]) -> dict[str, str]:
-    """The snapshot's properties: the markers, and what a person reading the history wants."""
-    properties = {MARKERS_PROPERTY: json.dumps([list(astuple(m)) for m in markers])}
+    """The snapshot's properties: the markers (what they share once, then per partition its
+    attempt, bounds and checksum), and what a person reading the history wants."""
+    groups: dict[tuple[Any, ...], list[list[Any]]] = {}
+    for m in markers:
+        groups.setdefault(tuple(getattr(m, k) for k in _SHARED), []).append(
+            [getattr(m, k) for k in _OWN]
+        )
+    properties = {
+        MARKERS_PROPERTY: json.dumps(
+            [{"shared": list(shared), "partitions": own} for shared, own in groups.items()],
+            separators=(",", ":"),
+        )
+    }
     if markers:
+        properties["tidegate.model"] = markers[0].model
         properties["tidegate.run"] = markers[0].run_id
         properties["tidegate.version"] = markers[0].version_id
-        properties["tidegate.attempts"] = ",".join(m.attempt_id for m in markers)
-        properties["tidegate.rows"] = str(sum(int(m.checksum.split(":")[0]) for m in markers))
+        properties["tidegate.partitions"] = str(len(markers))
+        properties["tidegate.rows"] = str(sum(Checksum.parse(m.checksum).rows for m in markers))
     return properties
 
 
@@ -380,7 +424,12 @@ def _markers_in(snapshot: Snapshot) -> list[CommitMarker]:
     )
     if not text:
         return []
-    return [CommitMarker(*row) for row in json.loads(text)]
+    found = []
+    for group in json.loads(text):
+        shared = dict(zip(_SHARED, group["shared"], strict=True))
+        for own in group["partitions"]:
+            found.append(CommitMarker(**shared, **dict(zip(_OWN, own, strict=True))))
+    return found
 
 
 def local_path(uri: str) -> str:

@@ -421,7 +421,7 @@ class ProjectFile(_Strict):
     )
     dbt: DbtSection | None = Field(
         default=None,
-        description="A dbt project whose models tidegate controls (`[dbt] project = \"FOLDER\"`).",
+        description='A dbt project whose models tidegate controls (`[dbt] project = "FOLDER"`).',
     )
     rerun: RerunSection = Field(
         default=RerunSection(), description="What a rerun may do without approval."

@@ -8,10 +8,7 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from tidegate.sql.statements import _sql, column, ident, partition_predicate
-
-# the comment on a view tidegate keeps over an Iceberg table, followed by its metadata file
-VIEW_LABEL = "tidegate iceberg: "
+from tidegate.sql.statements import META_SCHEMA, _sql, column, ident, partition_predicate
 
 
 def _typed_empty(columns: Sequence[tuple[str, str]]) -> exp.Select:
@@ -45,24 +42,46 @@ def files_select(columns: Sequence[tuple[str, str]], files: Sequence[str]) -> ex
     return exp.Union(this=empty, expression=rows, distinct=False, by_name=True)
 
 
-def table_view(
-    view: exp.Table,
-    columns: Sequence[tuple[str, str]],
-    files: Sequence[str],
-    label: str,
-    temporary: bool = False,
-) -> list[str]:
-    """The view readers find a published Iceberg table under, over the files of main's
-    snapshot, labelled with the metadata file it was read from (so that an unchanged table's
-    view is left alone). A read-only handle makes a temporary one."""
+def mirror_table(
+    target: exp.Table, columns: Sequence[tuple[str, str]], files: Sequence[str]
+) -> str:
+    """The DuckDB copy of a published Iceberg table, made from the files of main's snapshot."""
     select = files_select(columns, files)
-    if temporary:
-        scope = exp.Properties(expressions=[exp.TemporaryProperty()])
-        return [_sql(exp.Create(this=view, kind="VIEW", expression=select, properties=scope))]
-    return [
-        _sql(exp.Create(this=view, kind="VIEW", expression=select, replace=True)),
-        _sql(exp.Comment(this=view, kind="VIEW", expression=exp.Literal.string(label))),
-    ]
+    return _sql(exp.Create(this=target, kind="TABLE", expression=select, replace=True))
+
+
+def files_view(view: exp.Table, columns: Sequence[tuple[str, str]], files: Sequence[str]) -> str:
+    """A temporary view over the files of main's snapshot: what a read-only handle reads
+    where its copy is not the table's current state."""
+    scope = exp.Properties(expressions=[exp.TemporaryProperty()])
+    select = files_select(columns, files)
+    return _sql(exp.Create(this=view, kind="VIEW", expression=select, properties=scope))
+
+
+MIRRORS = exp.Table(this=ident("iceberg_mirrors"), db=ident(META_SCHEMA))
+
+
+def mirrors_ddl() -> str:
+    """What each copy was made from: a table's schema and name, and the Iceberg metadata file
+    of the state it holds."""
+    return (
+        f"CREATE TABLE IF NOT EXISTS {_sql(MIRRORS)} (schema_name VARCHAR NOT NULL, "
+        "table_name VARCHAR NOT NULL, metadata_location VARCHAR NOT NULL, "
+        "PRIMARY KEY (schema_name, table_name))"
+    )
+
+
+def select_mirrors() -> str:
+    return f"SELECT schema_name, table_name, metadata_location FROM {_sql(MIRRORS)}"
+
+
+def set_mirror() -> str:
+    """Record a copy's state (three positional values: schema, name, metadata file)."""
+    return f"INSERT OR REPLACE INTO {_sql(MIRRORS)} VALUES (?, ?, ?)"
+
+
+def forget_mirror() -> str:
+    return f"DELETE FROM {_sql(MIRRORS)} WHERE schema_name = ? AND table_name = ?"
 
 
 def window_of_files(
@@ -83,22 +102,6 @@ def window_of_files(
 
 def select_columns(source: exp.Table, names: Sequence[str]) -> str:
     return _sql(exp.select(*[column(n) for n in names]).from_(source))
-
-
-def labelled_views() -> str:
-    """Every persistent view of this database labelled as an Iceberg table's: schema, name and
-    label."""
-    views = exp.Table(this=exp.Anonymous(this="duckdb_views"))
-    return _sql(
-        exp.select(column("schema_name"), column("view_name"), column("comment"))
-        .from_(views)
-        .where(
-            exp.and_(
-                exp.EQ(this=column("database_name"), expression=exp.func("current_database")),
-                exp.Like(this=column("comment"), expression=exp.Literal.string(VIEW_LABEL + "%")),
-            )
-        )
-    )
 
 
 def drop_view(view: exp.Table) -> str:
