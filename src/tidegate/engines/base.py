@@ -22,6 +22,8 @@ class Capabilities:
     cursor_models: bool = False
     # reads the snapshot a cursor's max was seen in: transactions commit out of order
     cursor_snapshots: bool = False
+    # keeps the data an earlier attempt published, to publish again (Restorer)
+    restores: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,22 @@ def window_bounds(start: int, end: int) -> dict[str, Any]:
 
 def _naive_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=None)
+
+
+class Restorer(Protocol):
+    """An engine whose warehouse keeps what earlier attempts published (Iceberg's snapshots):
+    one with `capabilities.restores`."""
+
+    def stage_restored(
+        self, staging: str, target: Target, attempt_id: str, bounds: Mapping[str, Any]
+    ) -> None:
+        """A fresh staging table holding the rows attempt `attempt_id` published into the
+        target's partition of `bounds`, read from the files it wrote. Raises EngineError when
+        the attempt's publish is not in the table's history or its files are gone."""
+
+    def snapshot_of(self, model: str, attempt_id: str) -> Mapping[str, Any] | None:
+        """Where the warehouse holds what an attempt published (the table, the snapshot id
+        and when it was committed), or None. Read-only."""
 
 
 class Engine(Protocol):

@@ -22,7 +22,7 @@ from tidegate.domain.model import Column, SourceFiles, WriteMode
 from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Fence, Target
 from tidegate.engines.duckdb import DuckDBEngine, duckdb_column
 from tidegate.engines.iceberg_tables import IcebergTables
-from tidegate.engines.iceberg_types import conform, duckdb_type
+from tidegate.engines.iceberg_types import conform, duckdb_type, window_filter
 from tidegate.sql import iceberg as iceberg_sql
 from tidegate.sql import statements as sql
 
@@ -32,7 +32,9 @@ MODEL_PROPERTY = "tidegate.model"
 
 
 class DuckDBIcebergEngine(DuckDBEngine):
-    capabilities = Capabilities(transactional_publish=True, single_writer_process=True)
+    capabilities = Capabilities(
+        transactional_publish=True, single_writer_process=True, restores=True
+    )
 
     def __init__(
         self,
@@ -308,6 +310,48 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 f"{len({m.partition_start for m in found})} of these partitions are published "
                 "already, and appending again would duplicate their rows"
             )
+
+    # earlier publishes ---------------------------------------------------------------------
+
+    def stage_restored(
+        self, staging: str, target: Target, attempt_id: str, bounds: Mapping[str, Any]
+    ) -> None:
+        table = self.tables.load(target.name, target.schema, fresh=True)
+        snapshot = None if table is None else self.tables.snapshot_of(table, attempt_id)
+        if table is None or snapshot is None:
+            raise EngineError(
+                f"iceberg: {target.name} holds no snapshot of attempt {attempt_id} (it never "
+                "published there, or `tidegate maintain` expired it)"
+            )
+        window = window_filter(table.schema(), target.partition_column, bounds)
+        files = self.tables.data_files(table, snapshot.snapshot_id, window)
+        gone = [f for f in files if "://" not in f and not Path(f).exists()]
+        if gone:
+            raise EngineError(
+                f"iceberg: the files attempt {attempt_id} wrote are gone ({gone[0]}); "
+                f"recompute with `tidegate rerun {target.name} --partitions …`"
+            )
+        self.drop_staging(staging)
+        statement = iceberg_sql.window_of_files(
+            sql.staged(staging),
+            [(c.name, c.type) for c in target.columns],
+            files,
+            target.partition_column,
+            target.keyed,
+        )
+        self._run(statement, self._bind(bounds, statement))
+        self._staged_by[staging] = None
+
+    def snapshot_of(self, model: str, attempt_id: str) -> Mapping[str, Any] | None:
+        table = self.tables.load(model)
+        snapshot = None if table is None else self.tables.snapshot_of(table, attempt_id)
+        if table is None or snapshot is None:
+            return None
+        return {
+            "table": ".".join(table.name()),
+            "snapshot_id": snapshot.snapshot_id,
+            "committed_at": snapshot.timestamp_ms,
+        }
 
     # markers ---------------------------------------------------------------------------------
 

@@ -353,6 +353,14 @@ class IcebergTables:
                     found[marker.attempt_id] = marker
         return found
 
+    def snapshot_of(self, table: Table, attempt_id: str) -> Snapshot | None:
+        """Main's snapshot whose markers name the attempt (None: it never published there, or
+        its snapshot expired)."""
+        for snapshot, markers in self.snapshots_of(table):
+            if any(m.attempt_id == attempt_id for m in markers):
+                return snapshot
+        return None
+
     def snapshots_of(self, table: Table) -> Iterator[tuple[Snapshot, list[CommitMarker]]]:
         """Main's snapshots, newest first, with the markers each names."""
         current = table.current_snapshot()

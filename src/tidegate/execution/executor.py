@@ -85,6 +85,20 @@ class Options:
     on_throttle: Callable[[Adjustment], None] = lambda _: None
 
 
+def publish_target(spec: ModelSpec, rebuild: bool = False) -> Target:
+    """Where and how a model's partitions are published (`rebuild`: each replaced whole)."""
+    return Target(
+        spec.name,
+        spec.columns,
+        spec.partition_column,
+        spec.single_unit,
+        write_mode=WriteMode.OVERWRITE if rebuild else spec.write_mode,
+        unique_key=spec.unique_key,
+        grain=None if spec.single_unit else spec.grain.value,
+        cursor=spec.cursor is not None,
+    )
+
+
 def in_flight_limit(version: Version, options: Options) -> int:
     """How many batches run at once: one where a check reads what the batch before published
     (a check against the previous partition)."""
@@ -158,6 +172,9 @@ class Executor:
     staging_prefix: str = ""
     # keep the slots' engine handles from one execute to the next (a worker's batches)
     keep_handles: bool = False
+    # partition start → the earlier attempt whose rows a restore publishes again: its inputs
+    # are recorded, not what the batch read now (the rows were computed from those)
+    inputs_from: Mapping[int, str] = field(default_factory=dict)
     # the project's secrets: masked in every reason an attempt ends with
     secrets: Secrets = field(default_factory=Secrets)
     # the masking of each program (None: an SQL model), made once: its pattern of secrets is
@@ -407,6 +424,9 @@ class Executor:
             finally:
                 intent.inputs_read.set()
             ready = [p for p in intent.partitions if p.start not in plan.missing]
+            for p in ready:
+                if p.start in self.inputs_from:
+                    plan.inputs[p.start] = self.state.inputs(self.inputs_from[p.start])
             if ready:
                 self.state.record_inputs_many(
                     {intent.attempts[p.start]: plan.inputs[p.start] for p in ready}
@@ -657,16 +677,7 @@ class Executor:
         ]
         if spec.update is not None:
             return self._publish_update(spec, unit, markers, tally, options)
-        target = Target(
-            spec.name,
-            spec.columns,
-            spec.partition_column,
-            spec.single_unit,
-            write_mode=WriteMode.OVERWRITE if options.rebuild else spec.write_mode,
-            unique_key=spec.unique_key,
-            grain=None if spec.single_unit else spec.grain.value,
-            cursor=spec.cursor is not None,
-        )
+        target = publish_target(spec, options.rebuild)
         try:
             if not options.lease_held():
                 raise FencedError(

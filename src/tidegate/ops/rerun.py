@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tidegate.domain.attempt import AttemptState, RunStatus
@@ -26,6 +26,7 @@ from tidegate.domain.partitions import IntervalSet, PartitionKey, example_range
 from tidegate.domain.rerun import Facts, Judgment, Rules, judge, needs_approval
 from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
 from tidegate.execution.executor import Options, Outcome
+from tidegate.execution.restore import RestoreStager
 from tidegate.execution.session import writer_session
 from tidegate.ops.announce import Published, announce, announce_start
 from tidegate.ops.context import Context
@@ -33,6 +34,7 @@ from tidegate.ops.deploy import resolve
 from tidegate.state.base import Event
 
 KIND = "rerun"
+RESTORE_KIND = "restore"
 LIVE = frozenset({"pending", "running", "staged", "audited"})
 
 
@@ -247,9 +249,14 @@ def rerun(
     approve: str | None,
     plan_file: str | None = None,
     plan_text: str | None = None,
+    restoring: Mapping[int, Attempt] | None = None,
 ) -> Result:
     """Execute the plan's safe partitions, and those needing approval when `approve` gives
-    the reason; record the judgment and the approval with the run; prove idempotency."""
+    the reason; record the judgment and the approval with the run; prove idempotency.
+
+    `restoring` (partition start → an earlier attempt): publish again what those attempts
+    published, read from the files they wrote, each replacing its partition whole; the proof is
+    then that each partition's checksum is the earlier attempt's."""
     waiting = needs_approval(plan.judgments)
     if waiting and not approve:
         labels = ", ".join(j.facts.label for j in waiting[:5])
@@ -275,7 +282,7 @@ def rerun(
         ctx.state.create_run(
             Run(
                 run_id=run_id,
-                kind=KIND,
+                kind=RESTORE_KIND if restoring else KIND,
                 models=(plan.model,),
                 partitions=f"{len(to_run)} partition(s) of {plan.scope}",
                 requester=ctx.actor,
@@ -306,11 +313,23 @@ def rerun(
             )
         outcomes: list[Outcome] = []
         batches = enumerate(spec.span(j.facts.start, j.facts.end) for j in to_run)
-        with ctx.closing_run(run_id):
-            session.executor(SystemTimer()).execute(
-                run_id, plan.version, batches, Options(on_outcome=outcomes.append)
+        executor = session.executor(SystemTimer())
+        if restoring:
+            executor = replace(
+                executor,
+                stager=RestoreStager(restoring),
+                inputs_from={start: a.attempt_id for start, a in restoring.items()},
             )
-        proofs = _prove(ctx, plan, before, outcomes)
+        with ctx.closing_run(run_id):
+            executor.execute(
+                run_id,
+                plan.version,
+                batches,
+                Options(on_outcome=outcomes.append, rebuild=bool(restoring)),
+            )
+        proofs = (
+            _restored(restoring, outcomes) if restoring else _prove(ctx, plan, before, outcomes)
+        )
         for proof in proofs:
             if proof.deterministic is False:
                 ctx.state.record_event(
@@ -468,6 +487,15 @@ def _prove(
         same = _fingerprints(inputs) == _fingerprints(now)
         proofs.append(Proof(outcome.label, checksum, outcome.checksum, same))
     return proofs
+
+
+def _restored(restoring: Mapping[int, Attempt], outcomes: list[Outcome]) -> list[Proof]:
+    """Each restored partition holds what its earlier attempt published."""
+    return [
+        Proof(o.label, restoring[o.partition.start].checksum or "", o.checksum, True)
+        for o in outcomes
+        if o.state is AttemptState.PUBLISHED and o.checksum is not None
+    ]
 
 
 def _fingerprints(inputs: list[Input]) -> list[tuple[str, str, int, int, str | None]]:
