@@ -58,21 +58,28 @@ def published_checksums(project: Path, model: str) -> dict[int, tuple[int, str]]
     return {start: (count, checksum) for start, count, checksum in rows}
 
 
-def assert_ledger_matches_markers(project: Path, model: str) -> int:
+def assert_ledger_matches_markers(
+    project: Path, model: str, markers: list[tuple[Any, ...]] | None = None
+) -> int:
     """Every published partition in the ledger has the newest warehouse marker for it, with the
-    same attempt, run, version and checksum. Returns how many partitions were compared."""
+    same attempt, run, version and checksum. Returns how many partitions were compared.
+
+    `markers`: the model's markers as (partition_start, attempt_id, run_id, version_id,
+    checksum, published_at), for a warehouse that keeps them elsewhere than the DuckDB marker
+    table (Iceberg tables keep them in their snapshots); read from that table by default."""
     ledger = ledger_rows(
         project,
         "SELECT partition_start, attempt_id, run_id, version_id, checksum FROM partitions "
         "WHERE model = ? AND attempt_id IS NOT NULL ORDER BY partition_start",
         (model,),
     )
-    markers = warehouse_rows(
-        project,
-        "SELECT partition_start, attempt_id, run_id, version_id, checksum, published_at "
-        "FROM _tidegate.commit_markers WHERE model = ?",
-        [model],
-    )
+    if markers is None:
+        markers = warehouse_rows(
+            project,
+            "SELECT partition_start, attempt_id, run_id, version_id, checksum, published_at "
+            "FROM _tidegate.commit_markers WHERE model = ?",
+            [model],
+        )
     newest: dict[int, tuple[Any, ...]] = {}
     by_attempt = {m[1]: m for m in markers}
     for marker in markers:
@@ -80,11 +87,11 @@ def assert_ledger_matches_markers(project: Path, model: str) -> int:
             newest[marker[0]] = marker
     assert ledger, f"the ledger has no published partition of {model}"
     for start, attempt_id, run_id, version_id, checksum in ledger:
-        marker = by_attempt.get(attempt_id)
-        assert marker is not None, f"{model}@{start}: attempt {attempt_id} has no commit marker"
-        assert marker[:5] == (start, attempt_id, run_id, version_id, checksum), (
+        named = by_attempt.get(attempt_id)
+        assert named is not None, f"{model}@{start}: attempt {attempt_id} has no commit marker"
+        assert named[:5] == (start, attempt_id, run_id, version_id, checksum), (
             f"{model}@{start}: ledger {(attempt_id, run_id, version_id, checksum)} "
-            f"disagrees with marker {marker}"
+            f"disagrees with marker {named}"
         )
         assert newest[start][1] == attempt_id, (
             f"{model}@{start}: the ledger names {attempt_id} but the newest marker is "

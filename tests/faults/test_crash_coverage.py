@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from tests.faults.test_crash_points import KILL_TESTED_POINTS
+from tests.faults.test_crash_points import KILL_TESTED_POINTS as PROTOCOL_POINTS
+from tests.iceberg.test_crash import KILL_TESTED_POINTS as ICEBERG_POINTS
 from tests.kit import REPO
-from tidegate.crash import CRASH_POINTS
+from tidegate.crash import EVERY_POINT
+
+# the points some test kills a real process at: the partition protocol's on every engine, and
+# the Iceberg publish's (with the protocol points around it) on a project with Iceberg tables
+KILL_TESTED_POINTS = PROTOCOL_POINTS + ICEBERG_POINTS
 
 SOURCE = REPO / "src" / "tidegate"
 
@@ -42,10 +47,11 @@ def test_the_scan_sees_the_source_tree() -> None:
 def test_every_crash_point_in_the_source_is_registered_and_kill_tested() -> None:
     called, opaque = crash_point_calls()
     assert opaque == [], f"crash_point called with a non-literal name at {opaque}"
-    assert called == set(CRASH_POINTS), (
-        f"called but not registered: {sorted(called - set(CRASH_POINTS))}; "
-        f"registered but never called: {sorted(set(CRASH_POINTS) - called)}"
+    assert called == set(EVERY_POINT), (
+        f"called but not registered: {sorted(called - set(EVERY_POINT))}; "
+        f"registered but never called: {sorted(set(EVERY_POINT) - called)}"
     )
-    untested = set(CRASH_POINTS) - set(KILL_TESTED_POINTS)
+    untested = set(EVERY_POINT) - set(KILL_TESTED_POINTS)
     assert not untested, f"crash points without a kill test: {sorted(untested)}"
-    assert len(KILL_TESTED_POINTS) == len(set(KILL_TESTED_POINTS))
+    for tested in (PROTOCOL_POINTS, ICEBERG_POINTS):
+        assert len(tested) == len(set(tested))
