@@ -79,10 +79,10 @@ def publish(folder: Path, day: date, amount: int, attempt: str, hold: bool) -> d
     try:
         table = tables.load(TABLE, fresh=True)
         assert table is not None, "the test creates the table first"
-        snapshot = tables.publish(
+        published = tables.publish(
             table, rows_of(day, amount), COLUMN, bounds_of(day), [marker_of(day, attempt)], audit
         )
-        return {"published": snapshot}
+        return {"published": published.snapshot_id, "moved": published.moved}
     except EngineError as error:
         return {"error": str(error)}
     finally:

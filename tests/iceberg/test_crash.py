@@ -89,9 +89,11 @@ def main_markers(project: Path) -> list[tuple[Any, ...]]:
             text = (snapshot.summary.additional_properties if snapshot.summary else {}).get(
                 "tidegate.markers"
             )
-            for attempt, model, _, start, _, run, version, checksum, at in json.loads(text or "[]"):
+            for group in json.loads(text or "[]"):
+                model, _, run, version, at = group["shared"]
                 assert model == MODEL
-                found.append((start, attempt, run, version, checksum, at))
+                for attempt, start, _, checksum in group["partitions"]:
+                    found.append((start, attempt, run, version, checksum, at))
             parent = snapshot.parent_snapshot_id
             snapshot = None if parent is None else table.snapshot_by_id(parent)
     return found

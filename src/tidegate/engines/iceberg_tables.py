@@ -237,7 +237,7 @@ class IcebergTables:
             head = table.refs()[branch].snapshot_id
             audit(self.data_files(table, head, window))
             written()
-            return self._move_main(table, branch, base, head, rows, window, properties)
+            return self._move_main(table, branch, base, head, window, properties)
         finally:
             self._remove_branch(table, branch)
 
@@ -247,7 +247,6 @@ class IcebergTables:
         branch: str,
         base: int,
         head: int,
-        rows: Any,
         window: Any,
         properties: dict[str, str],
     ) -> tuple[int, bool]:
@@ -271,7 +270,13 @@ class IcebergTables:
                         f"iceberg: {'.'.join(table.name())}: a partition of this publish "
                         f"{MEANWHILE}; nothing was published"
                     )
-                table.overwrite(rows, overwrite_filter=window, snapshot_properties=properties)
+                # the branch's audited files, onto the new main in one commit
+                audited = self._files(table, head, window)
+                with table.transaction() as transaction:
+                    transaction.delete(window, snapshot_properties=properties)
+                    transaction.add_files(
+                        audited, snapshot_properties=properties, check_duplicate_files=False
+                    )
                 current = table.metadata.current_snapshot_id
                 if current is None:  # an overwrite always leaves a snapshot
                     raise EngineError("iceberg: the publish left main without a snapshot")
@@ -303,6 +308,9 @@ class IcebergTables:
     def data_files(self, table: Table, snapshot_id: int, window: Any) -> list[str]:
         """The data files of a snapshot that hold rows of the window, as local paths or URIs
         (refused when it has delete files: tidegate writes copy-on-write tables)."""
+        return sorted(local_path(f) for f in self._files(table, snapshot_id, window))
+
+    def _files(self, table: Table, snapshot_id: int, window: Any) -> list[str]:
         files: list[str] = []
         for task in table.scan(row_filter=window, snapshot_id=snapshot_id).plan_files():
             if task.delete_files:
@@ -310,8 +318,8 @@ class IcebergTables:
                     f"iceberg: {'.'.join(table.name())} has delete files (merge-on-read); "
                     "tidegate reads copy-on-write tables"
                 )
-            files.append(local_path(task.file.file_path))
-        return sorted(files)
+            files.append(task.file.file_path)
+        return files
 
     def remove_leftover_branches(
         self, tables: Sequence[tuple[str, str]] | None = None
@@ -421,7 +429,7 @@ def _properties(markers: Sequence[CommitMarker]) -> dict[str, str]:
         properties["tidegate.model"] = markers[0].model
         properties["tidegate.run"] = markers[0].run_id
         properties["tidegate.version"] = markers[0].version_id
-        properties["tidegate.partitions"] = str(len(markers))
+        properties["tidegate.attempts"] = ",".join(m.attempt_id for m in markers)
         properties["tidegate.rows"] = str(sum(Checksum.parse(m.checksum).rows for m in markers))
     return properties
 

@@ -17,7 +17,8 @@ from tidegate.ops.context import Context
 from tidegate.ops.rerun import Plan, _plan
 
 NEEDS_ICEBERG = (
-    'restore republishes earlier data files, which only Iceberg tables keep: [warehouse] tables = "iceberg"'
+    "restore republishes earlier data files, which only Iceberg tables keep: "
+    '[warehouse] tables = "iceberg"'
 )
 
 
