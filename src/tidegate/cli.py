@@ -357,9 +357,10 @@ def _register() -> None:
     from tidegate.cli_notify import deliver
     from tidegate.cli_recover import ack, recover, taint
     from tidegate.cli_rerun import rerun
+    from tidegate.cli_restore import restore
     from tidegate.cli_worker import worker
 
-    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun, worker):
+    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun, restore, worker):
         cli.add_command(command)
     for command in (taint, recover, ack, deliver):
         cli.add_command(command)

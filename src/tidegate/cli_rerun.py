@@ -98,10 +98,10 @@ def rerun(
     plan = op.judge_target(ctx, run_id, model, partitions, version_ref)
     if dry_run:
         refuse_unready_now(ctx, plan.version)
-        emit(as_json, _document(plan, None), lambda: _judgment(plan))
+        emit(as_json, rerun_document(plan, None), lambda: show_judgment(plan))
         return
     if not as_json:
-        _judgment(plan)
+        show_judgment(plan)
     if cascade:
         windows = [(j.facts.start, j.facts.end) for j in plan.to_run]
         cascading.refuse_unapproved(ctx, plan.model, windows, approve)
@@ -121,10 +121,10 @@ def rerun(
                 progress.outcome if progress else lambda _: None,
                 progress.start if progress else lambda *_: None,
             )
-    document = _document(plan, result, done)
+    document = rerun_document(plan, result, done)
 
     def human() -> None:
-        _result(result)
+        show_result(result)
         if done is not None:
             show_cascade(done)
 
@@ -135,7 +135,9 @@ def rerun(
         cascade_exit(done, stop_flag)
 
 
-def _document(plan: Plan, result: Result | None, cascade: Cascade | None = None) -> dict[str, Any]:
+def rerun_document(
+    plan: Plan, result: Result | None, cascade: Cascade | None = None
+) -> dict[str, Any]:
     from tidegate.ops.rerun import plan_document
 
     approval = result.approval if result else None
@@ -170,7 +172,7 @@ def _document(plan: Plan, result: Result | None, cascade: Cascade | None = None)
     }
 
 
-def _judgment(plan: Plan) -> None:
+def show_judgment(plan: Plan) -> None:
     from tidegate.render import Table, console
 
     scope = f"{plan.model} in {plan.of_run}" if plan.of_run else plan.scope
@@ -196,7 +198,7 @@ def _judgment(plan: Plan) -> None:
     console.print(table)
 
 
-def _result(result: Result) -> None:
+def show_result(result: Result) -> None:
     from tidegate.render import console
 
     published = sum(o.state.value == "published" for o in result.outcomes)
@@ -214,6 +216,10 @@ def _result(result: Result) -> None:
             console.print(f"  {o.label}: {o.state.value} — {o.reason}")
     for p in result.proofs:
         verdict = {
+            True: "the earlier attempt's checksum: restored" if p.restored else "",
+            False: "NOT the earlier attempt's checksum" if p.restored else "",
+            None: "",
+        }[p.deterministic] or {
             True: "same checksum: deterministic",
             False: "DIFFERENT checksum on the same inputs: not deterministic",
             None: "inputs changed since (late rows): nothing to prove",

@@ -312,6 +312,16 @@ def partition(document: dict[str, Any]) -> None:
         console.print(f"  run          {published['run_id']}  attempt {published['attempt_id']}")
         console.print(f"  published at {published['published_at']}")
         console.print(f"  rows         {published['rows']}  checksum {published['checksum']}")
+        if "iceberg" in published:
+            held = published["iceberg"]
+            console.print(
+                "  iceberg      "
+                + (
+                    f"{held['table']} snapshot {held['snapshot_id']} ({held['committed_at']})"
+                    if held
+                    else "no snapshot of main holds this attempt"
+                )
+            )
         for check in published["checks"]:
             mark = (
                 "pass"

@@ -71,6 +71,8 @@ class Proof:
     before: str
     after: str
     same_inputs: bool
+    # a restore's: `before` is the earlier attempt's checksum, which `after` must equal
+    restored: bool = False
 
     @property
     def deterministic(self) -> bool | None:
@@ -492,7 +494,7 @@ def _prove(
 def _restored(restoring: Mapping[int, Attempt], outcomes: list[Outcome]) -> list[Proof]:
     """Each restored partition holds what its earlier attempt published."""
     return [
-        Proof(o.label, restoring[o.partition.start].checksum or "", o.checksum, True)
+        Proof(o.label, restoring[o.partition.start].checksum or "", o.checksum, True, True)
         for o in outcomes
         if o.state is AttemptState.PUBLISHED and o.checksum is not None
     ]

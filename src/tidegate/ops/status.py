@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, cast
 
 from tidegate.domain.command import CommandRecord
 from tidegate.domain.errors import UsageError
@@ -226,6 +227,8 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
                 for i in ctx.state.inputs(row.attempt_id)
             ],
         }
+        if ctx.project.settings.warehouse.tables == "iceberg":
+            published["iceberg"] = _snapshot(ctx, model, row.attempt_id)
     last = ctx.state.get_attempt(row.last_attempt_id)
     marks = [
         t for t in ctx.state.open_taints(model, key.start, key.end) if t.mark.start == key.start
@@ -264,6 +267,22 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
             "checks": [check_doc(c) for c in ctx.state.checks(last.attempt_id)],
         },
     }
+
+
+def _snapshot(ctx: Context, model: str, attempt_id: str) -> dict[str, Any] | None:
+    """Main's Iceberg snapshot holding what the attempt published."""
+    from tidegate.engines.base import Restorer
+    from tidegate.engines.factory import open_engine
+
+    engine = open_engine(ctx.project, wait=False, read_only=True)
+    try:
+        found = cast(Restorer, engine).snapshot_of(model, attempt_id)
+    finally:
+        engine.close()
+    if found is None:
+        return None
+    committed = datetime.fromtimestamp(found["committed_at"] / 1000, tz=timezone.utc)
+    return {**found, "committed_at": committed.isoformat()}
 
 
 def _via_label(ctx: Context, model: str, start: int) -> str:
