@@ -7,7 +7,7 @@ partition's checksum equals the earlier attempt's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.errors import UsageError
@@ -73,7 +73,12 @@ def judge_restore(ctx: Context, model: str, partitions: str, to: str) -> Restora
     if version is None:
         raise UsageError(f"version {versions[0]} of {model} is not in the ledger")
     label = spec.span(min(chosen), max(k.end for k in chosen.values())).label(spec.keys)
-    plan = _plan(ctx, None, model, version, chosen, lambda *_: True, label)
+    # The version's checks run on the restored rows again; its reconciliations do not: they
+    # compare rows with inputs, and these rows are proven the earlier attempt's, which
+    # reconciled with the inputs it read — the inputs the restored attempt records. Inputs
+    # that changed since show the partition stale, as for any partition.
+    checked = replace(version, spec=replace(version.spec, reconciliations=()))
+    plan = _plan(ctx, None, model, checked, chosen, lambda *_: True, label)
     return Restoration(plan, origins)
 
 
