@@ -199,8 +199,9 @@ def test_restore_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None
     plain = example_project(tmp_path / "plain")
     cli(plain, "run", "daily_revenue", "--partition", "2025-01-01")
     refused = tidegate(
-        "restore", "daily_revenue", "--partitions", "2025-01-01", "--to", "run-x", "--project", plain
-    )
+        "restore", "daily_revenue", "--partitions", "2025-01-01", "--to", "run-x",
+        "--project", plain,
+    )  # fmt: skip
     assert refused.exit_code == 2
     assert refused.stderr.strip().count("\n") == 0
     assert 'tables = "iceberg"' in refused.stderr
