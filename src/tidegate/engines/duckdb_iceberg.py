@@ -8,6 +8,8 @@ checks, `diff` and `verify` read it by name as they read a DuckDB table."""
 from __future__ import annotations
 
 import contextlib
+import importlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +51,11 @@ class DuckDBIcebergEngine(DuckDBEngine):
         super().__init__(path, wait=wait, on_wait=on_wait, read_only=read_only, files=files)
         self._read_only = read_only
         self._owns_tables = True
+        self._copies: dict[tuple[str, str], str] | None = None
+        if not read_only:
+            # pyiceberg's Arrow writer takes about a second to import: a writer imports it
+            # while its first batch computes, not when its first publish begins
+            threading.Thread(target=_import_writer, daemon=True).start()
         try:
             self.keep_mirrors()
         except BaseException:
@@ -89,12 +96,19 @@ class DuckDBIcebergEngine(DuckDBEngine):
             with self._transaction():
                 self._run(sql.drop_table(sql.table(name, schema)))
                 self._run(iceberg_sql.forget_mirror(), [schema, name])
+            self._mirrors().pop((schema, name), None)
 
     def _mirrors(self) -> dict[tuple[str, str], str]:
-        if super().table_columns("iceberg_mirrors", sql.META_SCHEMA) is None:
-            return {}
-        rows = self._run(iceberg_sql.select_mirrors()).fetchall()
-        return {(schema, name): location for schema, name, location in rows}
+        """Per copy, the metadata file it was made from: read once, then kept as this process
+        (the one writer) makes copies."""
+        if self._copies is None:
+            rows = (
+                []
+                if super().table_columns("iceberg_mirrors", sql.META_SCHEMA) is None
+                else self._run(iceberg_sql.select_mirrors()).fetchall()
+            )
+            self._copies = {(schema, name): location for schema, name, location in rows}
+        return self._copies
 
     def _copy(self, table: Any, schema: str, name: str) -> None:
         """The table's copy made from main's files (a read-only handle: a temporary view)."""
@@ -110,6 +124,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
         with self._transaction():
             self._run(iceberg_sql.mirror_table(sql.table(name, schema), columns, files))
             self._run(iceberg_sql.set_mirror(), [schema, name, table.metadata_location])
+        self._mirrors()[(schema, name)] = table.metadata_location
         self._published_columns.pop((None if schema == "main" else schema, name), None)
 
     def _mirror_window(
@@ -126,6 +141,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
         super().publish(whole, rows_of, bounds, [])
         schema = target.schema or "main"
         self._run(iceberg_sql.set_mirror(), [schema, target.name, table.metadata_location])
+        self._mirrors()[(schema, target.name)] = table.metadata_location
 
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
         table = self.tables.load(name, schema)
@@ -372,6 +388,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
         twin.tables = self.tables
         twin._read_only = self._read_only
         twin._owns_tables = False
+        twin._copies = self._mirrors()  # one writer: its handles share what it copied
         return twin
 
     def close(self) -> None:
@@ -381,6 +398,10 @@ class DuckDBIcebergEngine(DuckDBEngine):
 
 
 _EVERY_ROW = AlwaysTrue()
+
+
+def _import_writer() -> None:
+    importlib.import_module("pyiceberg.io.pyarrow")
 
 
 def _refuse_incomplete(markers: Sequence[CommitMarker]) -> None:
