@@ -98,7 +98,8 @@ class SourceFiles:
 @dataclass(frozen=True)
 class Source:
     """An external table that tidegate reads and never writes (with `files`, a view tidegate
-    keeps over Parquet, CSV or JSON files). With no `time_column` (a dbt source without an
+    keeps over Parquet, CSV or JSON files; with `iceberg`, a view it keeps over the files of an
+    Iceberg table of the warehouse's catalog). With no `time_column` (a dbt source without an
     event time) every partition reads it whole."""
 
     name: str
@@ -106,6 +107,7 @@ class Source:
     time_column: str
     min_rows: int = 1  # fewer rows in a partition's window: the partition is skipped
     files: SourceFiles | None = None
+    iceberg: str | None = None  # NAMESPACE.TABLE in the warehouse's Iceberg catalog
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from pyiceberg.expressions import AlwaysTrue
 
 from tidegate.crash import crash_point
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.model import Column, SourceFiles, WriteMode
 from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Fence, Target
-from tidegate.engines.duckdb import DuckDBEngine, duckdb_column
+from tidegate.engines.duckdb import FILE_ACCESS_HINT, DuckDBEngine, duckdb_column
 from tidegate.engines.iceberg_tables import IcebergTables
 from tidegate.engines.iceberg_types import conform, duckdb_type, window_filter
 from tidegate.sql import iceberg as iceberg_sql
@@ -46,8 +46,19 @@ class DuckDBIcebergEngine(DuckDBEngine):
         on_wait: Any = None,
         read_only: bool = False,
         files: Mapping[str, SourceFiles] | None = None,
+        sources: Mapping[str, str] | None = None,
     ) -> None:
         self.tables = tables
+        # the Iceberg sources (source name: NAMESPACE.TABLE), loaded before the connection
+        # opens: their folders are among the ones its SQL may read
+        self._sources = dict(sources or {})
+        try:
+            self._source_tables = {
+                name: tables.load_named(identifier) for name, identifier in self._sources.items()
+            }
+        except BaseException:
+            tables.close()
+            raise
         super().__init__(path, wait=wait, on_wait=on_wait, read_only=read_only, files=files)
         self._read_only = read_only
         self._owns_tables = True
@@ -58,13 +69,61 @@ class DuckDBIcebergEngine(DuckDBEngine):
             threading.Thread(target=_import_writer, daemon=True).start()
         try:
             self.keep_mirrors()
+            self.keep_iceberg_sources()
         except BaseException:
             self.close()
             raise
 
     def _readable_folders(self) -> list[str]:
         local = tables_folder(self.tables.place.location)
-        return [local] if local is not None else []
+        folders = [local] if local is not None else []
+        for table in self._source_tables.values():
+            folder = None if table is None else tables_folder(table.location())
+            if folder is not None:
+                folders.append(folder.rstrip("/") + "/")
+        return folders
+
+    # the Iceberg sources -------------------------------------------------------------------
+
+    def keep_iceberg_sources(self) -> None:
+        """Each Iceberg source's view, over the files of its table's main snapshot, made or
+        remade when the table's metadata changed since the view was made (the view's comment
+        names the metadata file); a table of that name is not replaced. A read-only handle makes
+        a temporary view of its own instead, where the warehouse's is missing or outdated."""
+        for name, identifier in sorted(self._sources.items()):
+            table = self._source_tables.get(name)
+            if table is None:
+                raise UsageError(f"source {name}: the Iceberg catalog holds no table {identifier}")
+            if tables_folder(table.location()) is None:
+                raise UsageError(
+                    f"source {name}: the files of {identifier} are at {table.location()}; "
+                    "tidegate reads Iceberg sources whose files are local (a path or file://)"
+                )
+            label = iceberg_sql.source_label(identifier, table.metadata_location)
+            found = self._run(sql.tables_named(), ["main", name]).fetchall()
+            if any(tuple(row) != (True, "VIEW") for row in found):
+                raise UsageError(
+                    f"source {name}: the warehouse holds a table {name!r}; an Iceberg source is "
+                    "a view tidegate keeps: rename the table or the source"
+                )
+            if found and self._one(sql.view_comment(), [name]) == (label,):
+                continue
+            try:
+                snapshot = table.metadata.current_snapshot_id
+                files = (
+                    [] if snapshot is None else self.tables.data_files(table, snapshot, _EVERY_ROW)
+                )
+                statements = iceberg_sql.source_view(
+                    sql.table(name), _columns_of(table), files, label, self._read_only
+                )
+                with self._transaction():
+                    for statement in statements:
+                        self._run(statement)
+            except EngineError as error:
+                message = str(error).replace(FILE_ACCESS_HINT, "")
+                raise UsageError(
+                    f"source {name}: cannot read Iceberg table {identifier}: {message}"
+                ) from None
 
     def prepare(self) -> None:
         super().prepare()

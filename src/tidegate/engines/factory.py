@@ -123,6 +123,7 @@ def _open_iceberg(
             raise
         raise UsageError(ICEBERG_HINT) from None
     place = iceberg_place(project.root, project.settings.warehouse)
+    sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
     return DuckDBIcebergEngine(
         project.warehouse_path,
         IcebergTables(place, read_only=read_only),
@@ -130,6 +131,7 @@ def _open_iceberg(
         on_wait=tell,
         read_only=read_only,
         files=files,
+        sources=sources,
     )
 
 

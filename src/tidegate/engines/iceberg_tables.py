@@ -111,6 +111,15 @@ class IcebergTables:
                 self._loaded[key] = None
         return self._loaded[key]
 
+    def load_named(self, identifier: str) -> Table | None:
+        """A table of the catalog by its full name (`NAMESPACE.TABLE`, the namespace possibly
+        dotted), as the catalog holds it now, or None: a source another tool writes."""
+        namespace, _, name = identifier.rpartition(".")
+        try:
+            return self._catalog.load_table((namespace, name))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+
     def tables(self) -> list[tuple[str | None, str]]:
         """The tables of the catalog in this project's namespace and under its location, as
         (schema, name) (schema None: the namespace itself): a catalog shared with other

@@ -92,6 +92,8 @@ def _source_defs(project: Project, spec: ModelSpec) -> dict[str, str]:
 def _source_def(source: Source) -> str:
     where = f"{source.table}|{source.time_column}"
     files = source.files
+    if source.iceberg is not None:
+        return f"{where}|iceberg:{source.iceberg}"
     return where if files is None else f"{where}|{files.format}:{files.declared}"
 
 

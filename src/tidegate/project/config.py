@@ -289,8 +289,9 @@ FILE_FORMATS = {
 
 
 class SourceSection(_Strict):
-    """A table of the warehouse (`table`, default the source's name), or files that tidegate
-    reads through a view of that name (`path`: a file or a glob, relative to the project)."""
+    """A table of the warehouse (`table`, default the source's name), files that tidegate
+    reads through a view of that name (`path`: a file or a glob, relative to the project), or
+    an Iceberg table of the warehouse's catalog read through such a view (`iceberg`)."""
 
     table: str | None = Field(
         default=None,
@@ -302,6 +303,14 @@ class SourceSection(_Strict):
         min_length=1,
         description="Files instead of a table (DuckDB warehouse only): a file or a glob, relative "
         "to the project, read through a view named like the source.",
+    )
+    iceberg: str | None = Field(
+        default=None,
+        min_length=1,
+        description='An Apache Iceberg table instead (`"NAMESPACE.TABLE"`, with `[warehouse] '
+        'tables = "iceberg"`): a table of the warehouse\'s Iceberg catalog, read through a view '
+        "named like the source over the files of its current snapshot. Not with `table` or "
+        "`path`.",
     )
     format: Literal["parquet", "csv", "json"] | None = Field(
         default=None,
@@ -321,6 +330,18 @@ class SourceSection(_Strict):
 
     @model_validator(mode="after")
     def _files(self) -> SourceSection:
+        if self.iceberg is not None:
+            if self.table is not None or self.path is not None:
+                other = "table" if self.table is not None else "path"
+                raise _problem(f"iceberg (an Iceberg table) or {other}, not both")
+            if self.format is not None:
+                raise _problem("format is for a file source (path = ...)")
+            parts = self.iceberg.split(".")
+            if len(parts) < 2 or not all(IDENTIFIER.match(part) for part in parts):
+                raise _problem(
+                    f"iceberg: {self.iceberg!r} is not NAMESPACE.TABLE of plain identifiers"
+                )
+            return self
         if self.path is None:
             if self.format is not None:
                 raise _problem("format is for a file source (path = ...)")
@@ -458,6 +479,16 @@ class ProjectFile(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _iceberg_sources(self) -> ProjectFile:
+        found = [name for name, source in self.sources.items() if source.iceberg is not None]
+        if found and self.warehouse.tables != "iceberg":
+            raise _problem(
+                f"sources.{found[0]}: an Iceberg source (iceberg = ...) needs "
+                '[warehouse] tables = "iceberg", whose catalog holds the table'
+            )
+        return self
+
     def secret_variables(self) -> dict[str, str]:
         """The environment variables that hold the project's secrets, each with what names it:
         no job gets them, and their values are masked in whatever tidegate stores or prints."""
@@ -507,6 +538,7 @@ def sources_of(parsed: ProjectFile, root: Path) -> dict[str, Source]:
             table=section.table or name,
             time_column=section.time_column,
             min_rows=section.min_rows,
+            iceberg=section.iceberg,
             files=None if section.path is None else _files(root, section.path, section.format),
         )
         for name, section in parsed.sources.items()

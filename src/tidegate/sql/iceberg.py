@@ -58,6 +58,29 @@ def files_view(view: exp.Table, columns: Sequence[tuple[str, str]], files: Seque
     return _sql(exp.Create(this=view, kind="VIEW", expression=select, properties=scope))
 
 
+def source_view(
+    view: exp.Table,
+    columns: Sequence[tuple[str, str]],
+    files: Sequence[str],
+    label: str,
+    temporary: bool = False,
+) -> list[str]:
+    """The view an Iceberg source is read through, over the files of its table's main snapshot,
+    labelled with the metadata file it was made from (so that it is remade when the table
+    changed). A temporary one (a read-only handle's) lives as long as the connection."""
+    if temporary:
+        return [files_view(view, columns, files)]
+    select = files_select(columns, files)
+    return [
+        _sql(exp.Create(this=view, kind="VIEW", expression=select, replace=True)),
+        _sql(exp.Comment(this=view, kind="VIEW", expression=exp.Literal.string(label))),
+    ]
+
+
+def source_label(identifier: str, metadata_location: str) -> str:
+    return f"tidegate iceberg source: {identifier} {metadata_location}"
+
+
 MIRRORS = exp.Table(this=ident("iceberg_mirrors"), db=ident(META_SCHEMA))
 
 
