@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import common, emit, fail
+from tidegate.cli import Argument, common, emit, fail
 
 if TYPE_CHECKING:
     from tidegate.ops.rerun import Result
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("model")
+@click.argument("model", cls=Argument, help="The model whose partitions come back.")
 @click.option("--partitions", required=True, help="The range to restore (START..END).")
 @click.option(
     "--to",
@@ -80,4 +80,5 @@ def _document(restoration: Restoration, result: Result | None) -> dict[str, Any]
 
     document = rerun_document(restoration.plan, result)
     del document["cascade"]
+    del document["schema"]  # the rerun's: this document is a restore's
     return {"schema": "tidegate.restore/v1", "restored": restoration.document(), **document}
