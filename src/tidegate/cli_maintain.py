@@ -91,7 +91,10 @@ def _show(document: dict[str, Any]) -> None:
         for branch in table["branches"]:
             console.print(f"  branch {branch}", highlight=False)
         for snapshot in table["snapshots"]:
-            attempts = ", ".join(snapshot["attempts"]) or "no markers"
+            named = snapshot["attempts"]
+            attempts = named[0] if named else "no markers"
+            if len(named) > 1:
+                attempts += f" and {len(named) - 1} more attempt(s)"
             console.print(
                 f"  snapshot {snapshot['snapshot_id']} of {snapshot['committed_at']} ({attempts})",
                 highlight=False,
