@@ -354,6 +354,7 @@ def fail(message: str, code: int, as_json: bool) -> None:
 def _register() -> None:
     from tidegate.cli_backfill import backfill
     from tidegate.cli_lifecycle import deploy, pause, rollback, unpause, validate
+    from tidegate.cli_maintain import maintain
     from tidegate.cli_notify import deliver
     from tidegate.cli_recover import ack, recover, taint
     from tidegate.cli_rerun import rerun
@@ -362,6 +363,7 @@ def _register() -> None:
 
     for command in (validate, deploy, rollback, pause, unpause, backfill, rerun, restore, worker):
         cli.add_command(command)
+    cli.add_command(maintain)
     for command in (taint, recover, ack, deliver):
         cli.add_command(command)
     from tidegate.cli_diff import diff

@@ -80,4 +80,5 @@ def _document(restoration: Restoration, result: Result | None) -> dict[str, Any]
 
     document = rerun_document(restoration.plan, result)
     del document["cascade"]
+    del document["schema"]  # the rerun's: this document is a restore's
     return {"schema": "tidegate.restore/v1", "restored": restoration.document(), **document}

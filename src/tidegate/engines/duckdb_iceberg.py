@@ -157,6 +157,16 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 self._run(iceberg_sql.forget_mirror(), [schema, name])
             self._mirrors().pop((schema, name), None)
 
+    def mirror_unchanged(self, schema: str | None, name: str, before: str) -> None:
+        """Maintenance wrote a new metadata file of the table without moving main (branches
+        removed, snapshots expired): a copy made from `before` holds main's rows still, and is
+        recorded as made from the new one (not made again at the next open)."""
+        where = (schema or "main", name)
+        table = self.tables.load(name, schema, fresh=True)
+        if table is None or self._read_only or self._mirrors().get(where) != before:
+            return
+        self._run(iceberg_sql.set_mirror(), [*where, table.metadata_location])
+
     def _mirrors(self) -> dict[tuple[str, str], str]:
         """Per copy, the metadata file it was made from: read once, then kept as this process
         (the one writer) makes copies."""

@@ -18,6 +18,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from tidegate.domain.checks import duration_seconds
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import Source, SourceFiles
 from tidegate.domain.taint import TaintPolicy
@@ -50,7 +51,7 @@ ENGINE_KEYS = {
     "spark": frozenset({"master", "remote", "location", "catalog", "conf", "password_env"}),
 }
 # tables = "iceberg": the keys it adds to a DuckDB warehouse
-ICEBERG_KEYS = frozenset({"tables", "location", "catalog", "namespace", "password_env"})
+ICEBERG_KEYS = frozenset({"tables", "location", "catalog", "namespace", "password_env", "keep"})
 SQLITE_CATALOG = "sqlite"
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -125,6 +126,13 @@ class WarehouseSection(_Strict):
         description="Iceberg: the namespace of published tables (a model with a `schema` publishes "
         "into `NAMESPACE.SCHEMA`).",
     )
+    keep: str = Field(
+        default="30d",
+        description="Iceberg: how long `tidegate maintain` keeps snapshots and unreferenced files "
+        '(`"30d"`, `"12h"`, `"90m"`): it expires older snapshots whose partitions were published '
+        "again since, and removes the files no snapshot kept references. A partition's current "
+        "snapshot is always kept.",
+    )
     conf: dict[str, str | int | float | bool] = Field(
         default={},
         description='Spark: more settings of the session (`{ "spark.executor.memory" = "4g" }`). '
@@ -148,6 +156,15 @@ class WarehouseSection(_Strict):
             )
         return dsn
 
+    @field_validator("keep")
+    @classmethod
+    def _keep(cls, keep: str) -> str:
+        try:
+            duration_seconds(keep)
+        except ValueError:
+            raise _problem(f"keep {keep!r} is not a duration such as 30d, 12h or 90m") from None
+        return keep.strip()
+
     @field_validator("remote")
     @classmethod
     def _remote(cls, remote: str | None) -> str | None:
@@ -170,8 +187,9 @@ class WarehouseSection(_Strict):
             self._iceberg_fields(given)
             return self
         extra = sorted(given - ENGINE_KEYS[self.engine])
-        if "namespace" in extra:
-            raise _problem('namespace is for tables = "iceberg"')
+        for key in ("namespace", "keep"):
+            if key in extra:
+                raise _problem(f'{key} is for tables = "iceberg"')
         if self.catalog == SQLITE_CATALOG:
             raise _problem('catalog = "sqlite" is for tables = "iceberg"')
         if extra:
@@ -203,6 +221,11 @@ class WarehouseSection(_Strict):
     def iceberg_location(self) -> str:
         """Iceberg: the folder of the tables' files, as given (default `lake`)."""
         return self.location if "location" in self.model_fields_set else "lake"
+
+    @property
+    def keep_seconds(self) -> int:
+        """Iceberg: `keep` in seconds."""
+        return duration_seconds(self.keep)
 
     def _spark_fields(self, given: set[str]) -> None:
         if "master" in given and self.remote is not None:
