@@ -7,7 +7,6 @@ Snapshots are made old without waiting: `--as-of` moves "now" past `[warehouse] 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,14 +147,10 @@ def test_maintain_expires_superseded_snapshots_and_their_files_only(project: Pat
         "2025-01-01..2025-01-01",
         "--to",
         first_run,
-        "--json",
-        code=1,
+        code=2,
     )
-    assert gone.stderr.count("\n") == 1 and "not published" in gone.stderr, gone.stderr
-    (outcome,) = json.loads(gone.stdout)["outcomes"]
-    assert outcome["state"] == "failed"
-    assert "holds no snapshot of attempt" in outcome["reason"], outcome
-    assert "tidegate maintain" in outcome["reason"]
+    assert gone.stderr.count("\n") == 1, gone.stderr
+    assert "holds no snapshot of attempt" in gone.stderr and "tidegate maintain" in gone.stderr
     assert main_rows(project) == before_rows
 
 

@@ -7,12 +7,17 @@ partition's checksum equals the earlier attempt's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.errors import UsageError
 from tidegate.domain.ids import looks_like_run_id
+from tidegate.domain.partitions import PartitionRange
 from tidegate.domain.run import Attempt
+from tidegate.engines.base import Restorer
+from tidegate.engines.factory import open_engine
 from tidegate.ops.context import Context
 from tidegate.ops.rerun import Plan, _plan
 
@@ -69,6 +74,7 @@ def judge_restore(ctx: Context, model: str, partitions: str, to: str) -> Restora
             f"{to} published {model} with {len(versions)} versions ({', '.join(versions)}); "
             "restore the partitions of each version on its own"
         )
+    _refuse_expired(ctx, model, spec.span, origins)
     version = ctx.state.get_version(versions[0])
     if version is None:
         raise UsageError(f"version {versions[0]} of {model} is not in the ledger")
@@ -80,6 +86,34 @@ def judge_restore(ctx: Context, model: str, partitions: str, to: str) -> Restora
     checked = replace(version, spec=replace(version.spec, reconciliations=()))
     plan = _plan(ctx, None, model, checked, chosen, lambda *_: True, label)
     return Restoration(plan, origins)
+
+
+def _refuse_expired(
+    ctx: Context,
+    model: str,
+    span: Callable[[int, int], PartitionRange],
+    origins: Mapping[int, Attempt],
+) -> None:
+    """Every earlier attempt's snapshot is still in main's history (not expired)."""
+    engine = open_engine(ctx.project, wait=False, read_only=True)
+    try:
+        gone = [
+            a
+            for a in origins.values()
+            if cast(Restorer, engine).snapshot_of(model, a.attempt_id) is None
+        ]
+    finally:
+        engine.close()
+    if gone:
+        first = gone[0]
+        label = span(first.partition_start, first.partition_end).label(
+            ctx.project.model(model).keys
+        )
+        raise UsageError(
+            f"{model} {label}: main's history holds no snapshot of attempt {first.attempt_id} "
+            "any more (`tidegate maintain` expired it, or the table changed behind tidegate's "
+            f"back); `tidegate rerun {model} --partitions {label}` recomputes it"
+        )
 
 
 def _attempts(ctx: Context, to: str) -> list[Attempt]:
