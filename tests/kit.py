@@ -150,11 +150,16 @@ def example_project(
         _TEMPLATES[key] = template
     shutil.copytree(template, target)
     if deploy:
-        assert tidegate("build", "--project", target).exit_code == 0
-        for model in EXAMPLE_MODELS:
-            result = tidegate("deploy", model, "--project", target)
-            assert result.exit_code == 0, result.stderr
+        build_and_deploy(target)
     return target
+
+
+def build_and_deploy(project: Path) -> None:
+    """`tidegate build`, then a deploy of every model of the orders example."""
+    assert tidegate("build", "--project", project).exit_code == 0
+    for model in EXAMPLE_MODELS:
+        result = tidegate("deploy", model, "--project", project)
+        assert result.exit_code == 0, result.stderr
 
 
 def warehouse_rows(

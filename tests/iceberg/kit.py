@@ -3,12 +3,14 @@ PostgreSQL catalog in a folder of the test's own."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tests.engines.postgres_kit import SERVER
-from tests.kit import EXAMPLE_MODELS, example_project, tidegate
+from tests.kit import build_and_deploy, example_project
 from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
 from tidegate.engines.iceberg_place import catalog_uri
 from tidegate.engines.iceberg_tables import IcebergTables, Place
@@ -65,16 +67,20 @@ def iceberg_project(target: Path, rows_per_day: int = 20, deploy: bool = True) -
         text.replace(warehouse, warehouse + f'tables = "iceberg"\nnamespace = "{NAMESPACE}"\n')
     )
     if deploy:
-        assert tidegate("build", "--project", target).exit_code == 0
-        for model in EXAMPLE_MODELS:
-            result = tidegate("deploy", model, "--project", target)
-            assert result.exit_code == 0, result.stderr
+        build_and_deploy(target)
     return target
 
 
-def outside_catalog(project: Path) -> Any:
+@contextlib.contextmanager
+def outside_catalog(project: Path) -> Iterator[Any]:
     """The project's catalog opened by pyiceberg alone, as any other Iceberg reader would."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     lake = (project / "lake").resolve()
-    return SqlCatalog("tidegate", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=lake.as_uri())
+    catalog = SqlCatalog(
+        "tidegate", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=lake.as_uri()
+    )
+    try:
+        yield catalog
+    finally:
+        catalog.engine.dispose()

@@ -10,10 +10,8 @@ left."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
-from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -51,18 +49,9 @@ KILL_TESTED_POINTS = tuple(EXPECTED)
 # what an outside Iceberg reader sees (pyiceberg only) --------------------------------------
 
 
-@contextlib.contextmanager
-def catalog_of(project: Path) -> Iterator[Any]:
-    catalog = outside_catalog(project)
-    try:
-        yield catalog
-    finally:
-        catalog.engine.dispose()
-
-
 def main_rows(project: Path) -> list[tuple[Any, ...]]:
     """The model's rows on main, as (order_date, status, count, gross, net), sorted."""
-    with catalog_of(project) as catalog:
+    with outside_catalog(project) as catalog:
         table = catalog.load_table((NAMESPACE, MODEL))
         rows = table.scan(selected_fields=COLUMNS).to_arrow().to_pylist()
     return sorted(tuple(row[c] for c in COLUMNS) for row in rows)
@@ -71,7 +60,7 @@ def main_rows(project: Path) -> list[tuple[Any, ...]]:
 def branches(project: Path) -> list[str]:
     """Every ref of every table in the project's namespace other than main, as table@ref."""
     found: list[str] = []
-    with catalog_of(project) as catalog:
+    with outside_catalog(project) as catalog:
         for identifier in catalog.list_tables(NAMESPACE):
             table = catalog.load_table(identifier)
             found += [f"{identifier[-1]}@{ref}" for ref in table.refs() if ref != "main"]
@@ -82,7 +71,7 @@ def main_markers(project: Path) -> list[tuple[Any, ...]]:
     """The markers named by main's snapshots (a branch's are not published), as
     (partition_start, attempt_id, run_id, version_id, checksum, published_at)."""
     found: list[tuple[Any, ...]] = []
-    with catalog_of(project) as catalog:
+    with outside_catalog(project) as catalog:
         table = catalog.load_table((NAMESPACE, MODEL))
         snapshot = table.current_snapshot()
         while snapshot is not None:

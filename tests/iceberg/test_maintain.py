@@ -50,11 +50,8 @@ def files_of(project: Path) -> set[str]:
 @contextlib.contextmanager
 def outside(project: Path) -> Iterator[Any]:
     """The model's table as pyiceberg alone reads it."""
-    catalog = outside_catalog(project)
-    try:
+    with outside_catalog(project) as catalog:
         yield catalog.load_table((NAMESPACE, MODEL))
-    finally:
-        catalog.engine.dispose()
 
 
 def main_rows(project: Path) -> list[tuple[Any, ...]]:

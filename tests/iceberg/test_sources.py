@@ -6,8 +6,6 @@ name it like a table, and a late row appended by the other tool is a changed inp
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -32,15 +30,6 @@ DAYS = "2025-01-01..2025-01-07"
 LATE_DAY = "2025-01-05"
 
 
-@contextmanager
-def catalog_of(project: Path) -> Iterator[Any]:
-    catalog = outside_catalog(project)
-    try:
-        yield catalog
-    finally:
-        catalog.engine.dispose()
-
-
 def cli(project: Path, *args: str) -> str:
     result = tidegate(*args, "--project", project)
     assert result.exit_code == 0, (args, result.stdout[-1500:], result.stderr)
@@ -60,7 +49,7 @@ def to_iceberg(project: Path, location: Path | None = None) -> list[Any]:
     finally:
         con.close()
     (project / "lake").mkdir(exist_ok=True)
-    with catalog_of(project) as catalog:
+    with outside_catalog(project) as catalog:
         catalog.create_namespace("raw")
         table = catalog.create_table(
             "raw.orders",
@@ -77,7 +66,7 @@ def to_iceberg(project: Path, location: Path | None = None) -> list[Any]:
 
 def append_late_order(project: Path, day: str, gross: Decimal) -> None:
     """One completed order of `day` appended to raw.orders by pyiceberg: a new snapshot."""
-    with catalog_of(project) as catalog:
+    with outside_catalog(project) as catalog:
         table = catalog.load_table("raw.orders")
         con = duckdb.connect()
         try:

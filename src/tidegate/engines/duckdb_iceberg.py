@@ -2,8 +2,9 @@
 stage and audit in the DuckDB file as on DuckDB tables; a publish writes the window's new rows
 into the model's Iceberg table through a branch (iceberg_tables.py), audits the files the
 branch holds against what the staged rows were audited as, and moves main. The DuckDB file keeps
-a view per published table over the files of main's snapshot, so that downstream models,
-checks, `diff` and `verify` read it by name as they read a DuckDB table."""
+a copy of each published table, made again from main's files when the table changed, so that
+downstream models, checks, `diff` and `verify` read it by name as they read a DuckDB table;
+Iceberg sources are read through views over their tables' files."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from tidegate.sql import iceberg as iceberg_sql
 from tidegate.sql import statements as sql
 
 # the table property naming the model an Iceberg table publishes (tables without it are not
-# tidegate's, and get no view)
+# tidegate's, and get no copy)
 MODEL_PROPERTY = "tidegate.model"
 
 
