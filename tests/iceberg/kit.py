@@ -12,13 +12,14 @@ from typing import Any
 from tests.engines.postgres_kit import SERVER
 from tests.kit import build_and_deploy, example_project
 from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
-from tidegate.engines.iceberg_place import catalog_uri
+from tidegate.engines.iceberg_place import CATALOG_FILE, catalog_uri
 from tidegate.engines.iceberg_tables import IcebergTables, Place
 
 
 def sqlite_place(folder: Path, namespace: str = "default") -> Place:
     lake = folder / "lake"
-    return Place(catalog_uri(lake, None, None), lake.resolve().as_uri(), namespace)
+    lake = lake.resolve()
+    return Place(catalog_uri(lake, None, None), lake.as_uri(), namespace, lake / CATALOG_FILE)
 
 
 def postgres_place(folder: Path) -> Place:

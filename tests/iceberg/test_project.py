@@ -263,3 +263,25 @@ def test_an_added_column_is_an_iceberg_added_column(tmp_path: Path) -> None:
     # the day written before the column reads it as NULL, without a rewrite; the rerun day has it
     assert by_day == {"2025-01-01": {True}, "2025-01-02": {False}}
     assert "clean" in cli(project, "verify", "--checksums", "daily_revenue").stdout
+
+
+def test_a_missing_catalog_is_refused_not_made_anew(tmp_path: Path) -> None:
+    project = iceberg_project(tmp_path / "p")
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-01")
+    (project / "lake").rename(project / "elsewhere")
+    refused = tidegate("run", "daily_revenue", "--partition", "2025-01-02", "--project", project)
+    assert refused.exit_code == 2
+    assert "Iceberg catalog" in refused.stderr and "is missing" in refused.stderr
+    assert refused.stderr.strip().count("\n") == 0
+    assert not (project / "lake").exists()
+
+
+def test_a_damaged_table_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    project = iceberg_project(tmp_path / "p")
+    cli(project, "run", "daily_revenue", "--partition", "2025-01-01")
+    metadata = sorted((project / "lake" / NAMESPACE / "daily_revenue" / "metadata").glob("*.json"))
+    metadata[-1].unlink()
+    found = tidegate("verify", "--project", project)
+    assert found.exit_code == 1
+    assert found.stderr.startswith("error: iceberg: cannot read table analytics.daily_revenue")
+    assert "internal error" not in found.stderr and found.stderr.strip().count("\n") == 0

@@ -470,6 +470,26 @@ class DuckDBIcebergEngine(DuckDBEngine):
 _EVERY_ROW = AlwaysTrue()
 
 
+def published_copies(warehouse: Path) -> bool:
+    """Whether the DuckDB file records copies of published Iceberg tables (False when it cannot
+    be read now: its writer holds it, and the open that follows says so)."""
+    import duckdb
+
+    if not warehouse.exists():
+        return False
+    try:
+        con = duckdb.connect(str(warehouse), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        (count,) = con.execute(iceberg_sql.count_mirrors()).fetchone() or (0,)
+        return bool(count)
+    except duckdb.CatalogException:
+        return False  # no copy was ever made
+    finally:
+        con.close()
+
+
 def _import_writer() -> None:
     importlib.import_module("pyiceberg.io.pyarrow")
 

@@ -115,7 +115,7 @@ def _open_iceberg(
     project: Project, wait: bool, read_only: bool, files: Mapping[str, SourceFiles]
 ) -> DuckDBEngine:
     try:
-        from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
+        from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine, published_copies
         from tidegate.engines.iceberg_place import iceberg_place
         from tidegate.engines.iceberg_tables import IcebergTables
     except ImportError as error:
@@ -123,6 +123,13 @@ def _open_iceberg(
             raise
         raise UsageError(ICEBERG_HINT) from None
     place = iceberg_place(project.root, project.settings.warehouse)
+    missing = place.catalog_file
+    if missing is not None and not missing.exists() and published_copies(project.warehouse_path):
+        # a moved or unmounted lake must not become a new, empty catalog
+        raise UsageError(
+            f"the Iceberg catalog {missing} is missing, and this warehouse published Iceberg "
+            "tables into it: put the folder back, or point [warehouse] location at it"
+        )
     sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
     return DuckDBIcebergEngine(
         project.warehouse_path,

@@ -20,16 +20,17 @@ def iceberg_place(root: Path, settings: WarehouseSection) -> Place:
     location = settings.iceberg_location
     folder = Path(location[len("file://") :] if location.startswith("file://") else location)
     folder = (root / folder).resolve()
+    sqlite = settings.catalog in (None, SQLITE_CATALOG)
     return Place(
         catalog_uri=catalog_uri(folder, settings.catalog, settings.password_env),
         location=folder.as_uri(),
         namespace=settings.namespace,
+        catalog_file=folder / CATALOG_FILE if sqlite else None,
     )
 
 
 def catalog_uri(folder: Path, catalog: str | None, password_env: str | None) -> str:
     if catalog in (None, SQLITE_CATALOG):
-        folder.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{folder / CATALOG_FILE}"
     from sqlalchemy.engine import make_url
 

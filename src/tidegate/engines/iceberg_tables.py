@@ -23,6 +23,7 @@ import threading
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyiceberg.catalog.sql import SqlCatalog
@@ -71,6 +72,8 @@ class Place:
     catalog_uri: str
     location: str
     namespace: str
+    # the default catalog's SQLite file (None: a catalog in PostgreSQL)
+    catalog_file: Path | None = None
 
 
 class IcebergTables:
@@ -79,6 +82,8 @@ class IcebergTables:
     def __init__(self, place: Place, read_only: bool = False) -> None:
         self.place = place
         self.read_only = read_only
+        if place.catalog_file is not None:
+            place.catalog_file.parent.mkdir(parents=True, exist_ok=True)
         self._catalog = SqlCatalog(
             CATALOG_NAME,
             uri=place.catalog_uri,
@@ -105,20 +110,25 @@ class IcebergTables:
         now), or None. One writing process: what it read stays true until it writes."""
         key = self.identifier(name, schema)
         if fresh or key not in self._loaded:
-            try:
-                self._loaded[key] = self._catalog.load_table(key)
-            except (NoSuchTableError, NoSuchNamespaceError):
-                self._loaded[key] = None
+            self._loaded[key] = self._read(key)
         return self._loaded[key]
+
+    def _read(self, identifier: tuple[str, str]) -> Table | None:
+        try:
+            return self._catalog.load_table(identifier)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+        except OSError as error:
+            # the catalog names a metadata file that is gone: the table was damaged outside
+            raise EngineError(
+                f"iceberg: cannot read table {'.'.join(identifier)}: {_first_line(error)}"
+            ) from None
 
     def load_named(self, identifier: str) -> Table | None:
         """A table of the catalog by its full name (`NAMESPACE.TABLE`, the namespace possibly
         dotted), as the catalog holds it now, or None: a source another tool writes."""
         namespace, _, name = identifier.rpartition(".")
-        try:
-            return self._catalog.load_table((namespace, name))
-        except (NoSuchTableError, NoSuchNamespaceError):
-            return None
+        return self._read((namespace, name))
 
     def tables(self) -> list[tuple[str | None, str]]:
         """The tables of the catalog in this project's namespace and under its location, as
@@ -211,10 +221,20 @@ class IcebergTables:
         with self._publishing, warnings.catch_warnings():
             # "Delete operation did not match any records": a first publish of a partition
             warnings.simplefilter("ignore", UserWarning)
-            table.refresh()
-            began_at = table.metadata_location
-            snapshot, moved = self._publish(table, rows, column, bounds, markers, audit, written)
-            table.refresh()
+            try:
+                table.refresh()
+                began_at = table.metadata_location
+                snapshot, moved = self._publish(
+                    table, rows, column, bounds, markers, audit, written
+                )
+                table.refresh()
+            except (OSError, ValueError, CommitFailedException) as error:
+                # a file that cannot be written (a full disk), rows the table's schema does not
+                # take, a commit the catalog refused: this publish fails, nothing was published
+                raise EngineError(
+                    f"iceberg: {'.'.join(table.name())}: {_first_line(error)}; nothing was "
+                    "published"
+                ) from None
             return Published(snapshot, began_at, moved)
 
     def _publish(
@@ -455,6 +475,10 @@ def _markers_in(snapshot: Snapshot) -> list[CommitMarker]:
         for own in group["partitions"]:
             found.append(CommitMarker(**shared, **dict(zip(_OWN, own, strict=True))))
     return found
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def local_path(uri: str) -> str:

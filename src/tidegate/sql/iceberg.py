@@ -98,6 +98,10 @@ def select_mirrors() -> str:
     return f"SELECT schema_name, table_name, metadata_location FROM {_sql(MIRRORS)}"
 
 
+def count_mirrors() -> str:
+    return f"SELECT count(*) FROM {_sql(MIRRORS)}"
+
+
 def set_mirror() -> str:
     """Record a copy's state (three positional values: schema, name, metadata file)."""
     return f"INSERT OR REPLACE INTO {_sql(MIRRORS)} VALUES (?, ?, ?)"
