@@ -165,10 +165,6 @@ class Restorer(Protocol):
         target's partition of `bounds`, read from the files it wrote. Raises EngineError when
         the attempt's publish is not in the table's history or its files are gone."""
 
-    def snapshot_of(self, model: str, attempt_id: str) -> Mapping[str, Any] | None:
-        """Where the warehouse holds what an attempt published (the table, the snapshot id
-        and when it was committed), or None. Read-only."""
-
 
 class Engine(Protocol):
     """A warehouse. Every method raises EngineError (a TidegateError) on engine failures."""

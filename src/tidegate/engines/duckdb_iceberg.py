@@ -428,17 +428,6 @@ class DuckDBIcebergEngine(DuckDBEngine):
         self._run(statement, self._bind(bounds, statement))
         self._staged_by[staging] = None
 
-    def snapshot_of(self, model: str, attempt_id: str) -> Mapping[str, Any] | None:
-        table = self.tables.load(model)
-        snapshot = None if table is None else self.tables.snapshot_of(table, attempt_id)
-        if table is None or snapshot is None:
-            return None
-        return {
-            "table": ".".join(table.name()),
-            "snapshot_id": snapshot.snapshot_id,
-            "committed_at": snapshot.timestamp_ms,
-        }
-
     # markers ---------------------------------------------------------------------------------
 
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:

@@ -14,6 +14,7 @@ from tidegate.terminal import echo
 
 if TYPE_CHECKING:
     from tidegate.engines.duckdb import DuckDBEngine
+    from tidegate.engines.iceberg_tables import IcebergTables
 
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
 SPARK_HINT = "the spark engine needs pyspark: pip install 'tidegate[spark]'"
@@ -140,6 +141,24 @@ def _open_iceberg(
         files=files,
         sources=sources,
     )
+
+
+def open_iceberg_tables(project: Project) -> IcebergTables:
+    """The project's Iceberg catalog alone, read-only, without the DuckDB file: what a read
+    command asks of the tables' history. UsageError without `tables = "iceberg"` or pyiceberg."""
+    if project.settings.warehouse.tables != "iceberg":
+        raise UsageError('this needs Iceberg tables: [warehouse] tables = "iceberg"')
+    try:
+        from tidegate.engines.iceberg_place import iceberg_place
+        from tidegate.engines.iceberg_tables import IcebergTables
+    except ImportError as error:
+        if error.name is None or not error.name.startswith(("pyiceberg", "pyarrow", "sqlalchemy")):
+            raise
+        raise UsageError(ICEBERG_HINT) from None
+    place = iceberg_place(project.root, project.settings.warehouse)
+    if place.catalog_file is not None and not place.catalog_file.exists():
+        raise UsageError(f"the Iceberg catalog {place.catalog_file} does not exist")
+    return IcebergTables(place, read_only=True)
 
 
 def warehouse_problems(project: Project) -> list[str]:

@@ -398,6 +398,20 @@ class IcebergTables:
                 return snapshot
         return None
 
+    def published_in(self, model: str, attempt_id: str) -> dict[str, Any] | None:
+        """Where main holds what an attempt of a model (in the project's namespace) published:
+        the table, the snapshot id and when it was committed (epoch milliseconds); None when no
+        snapshot of main's history names it. Read-only."""
+        table = self.load(model)
+        snapshot = None if table is None else self.snapshot_of(table, attempt_id)
+        if table is None or snapshot is None:
+            return None
+        return {
+            "table": ".".join(table.name()),
+            "snapshot_id": snapshot.snapshot_id,
+            "committed_at": snapshot.timestamp_ms,
+        }
+
     def snapshots_of(self, table: Table) -> Iterator[tuple[Snapshot, list[CommitMarker]]]:
         """Main's snapshots, newest first, with the markers each names."""
         current = table.current_snapshot()

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import cast
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.errors import UsageError
 from tidegate.domain.ids import looks_like_run_id
 from tidegate.domain.partitions import PartitionRange
 from tidegate.domain.run import Attempt
-from tidegate.engines.base import Restorer
-from tidegate.engines.factory import open_engine
+from tidegate.engines.factory import open_iceberg_tables
 from tidegate.ops.context import Context
 from tidegate.ops.rerun import Plan, _plan
 
@@ -95,15 +93,11 @@ def _refuse_expired(
     origins: Mapping[int, Attempt],
 ) -> None:
     """Every earlier attempt's snapshot is still in main's history (not expired)."""
-    engine = open_engine(ctx.project, wait=False, read_only=True)
+    tables = open_iceberg_tables(ctx.project)
     try:
-        gone = [
-            a
-            for a in origins.values()
-            if cast(Restorer, engine).snapshot_of(model, a.attempt_id) is None
-        ]
+        gone = [a for a in origins.values() if tables.published_in(model, a.attempt_id) is None]
     finally:
-        engine.close()
+        tables.close()
     if gone:
         first = gone[0]
         label = span(first.partition_start, first.partition_end).label(

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any
 
 from tidegate.domain.command import CommandRecord
 from tidegate.domain.errors import UsageError
@@ -271,14 +271,13 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
 
 def _snapshot(ctx: Context, model: str, attempt_id: str) -> dict[str, Any] | None:
     """Main's Iceberg snapshot holding what the attempt published."""
-    from tidegate.engines.base import Restorer
-    from tidegate.engines.factory import open_engine
+    from tidegate.engines.factory import open_iceberg_tables
 
-    engine = open_engine(ctx.project, wait=False, read_only=True)
+    tables = open_iceberg_tables(ctx.project)
     try:
-        found = cast(Restorer, engine).snapshot_of(model, attempt_id)
+        found = tables.published_in(model, attempt_id)
     finally:
-        engine.close()
+        tables.close()
     if found is None:
         return None
     committed = datetime.fromtimestamp(found["committed_at"] / 1000, tz=timezone.utc)
