@@ -38,9 +38,10 @@ def open_spark(
     return SparkEngine(settings, layout, place, read_only)
 
 
-def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1) -> Path:
+def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1, more: str = "") -> Path:
     """The orders example on a Spark warehouse (`lake/` in the project): the same generated
-    orders as the DuckDB example, as the Parquet source `lake/orders`, every model deployed."""
+    orders as the DuckDB example, as the Parquet source `lake/orders`, every model deployed.
+    `more`: lines added to the `[warehouse]` section."""
     example_project(target, rows_per_day, seed, deploy=False)
     shutil.rmtree(target / ".tidegate", ignore_errors=True)
     for leftover in target.glob("warehouse.duckdb*"):
@@ -50,7 +51,8 @@ def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1) -> Path:
     assert duckdb_section in config.read_text()
     config.write_text(
         config.read_text().replace(
-            duckdb_section, f'engine = "spark"\nmaster = "local[2]"\nlocation = "{LOCATION}"\n'
+            duckdb_section,
+            f'engine = "spark"\nmaster = "local[2]"\nlocation = "{LOCATION}"\n{more}',
         )
     )
     assert load_example(target / LOCATION, rows_per_day, seed) == 365 * rows_per_day

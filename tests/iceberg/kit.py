@@ -7,13 +7,16 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.engines.postgres_kit import SERVER
 from tests.kit import build_and_deploy, example_project
 from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
 from tidegate.engines.iceberg_place import CATALOG_FILE, catalog_uri
 from tidegate.engines.iceberg_tables import IcebergTables, Place
+
+if TYPE_CHECKING:
+    from tidegate.engines.spark_iceberg import SparkIcebergEngine
 
 
 def sqlite_place(folder: Path, namespace: str = "default") -> Place:
@@ -33,6 +36,22 @@ def postgres_place(folder: Path) -> Place:
 def iceberg_engine(folder: Path, place: Place | None = None) -> DuckDBIcebergEngine:
     place = place or sqlite_place(folder)
     return DuckDBIcebergEngine(folder / "warehouse.duckdb", IcebergTables(place))
+
+
+def spark_iceberg_engine(folder: Path, place: Place | None = None) -> SparkIcebergEngine:
+    """Spark (the tests' one session) publishing into Iceberg tables; the fences in a SQLite
+    file of the folder."""
+    from tests.engines.spark_kit import LOCAL
+    from tidegate.engines.spark_catalog import catalog_place
+    from tidegate.engines.spark_iceberg import SparkIcebergEngine
+    from tidegate.engines.spark_layout import Layout
+    from tidegate.engines.spark_settings import FENCES_FILE
+
+    place = place or sqlite_place(folder)
+    lake = folder / "lake"
+    layout = Layout(str(lake.resolve()))
+    fences = catalog_place(layout.root, lake / FENCES_FILE, None, None)
+    return SparkIcebergEngine(LOCAL, layout, fences, IcebergTables(place, one_writer=False))
 
 
 def drop_namespace(place: Place) -> None:

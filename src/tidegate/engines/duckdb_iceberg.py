@@ -24,14 +24,15 @@ from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.model import Column, SourceFiles, WriteMode
 from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Fence, Target
 from tidegate.engines.duckdb import FILE_ACCESS_HINT, DuckDBEngine, duckdb_column
-from tidegate.engines.iceberg_tables import IcebergTables
+from tidegate.engines.iceberg_tables import (
+    MODEL_PROPERTY,
+    IcebergTables,
+    refuse_incomplete,
+    tables_folder,
+)
 from tidegate.engines.iceberg_types import conform, duckdb_type, window_filter
 from tidegate.sql import iceberg as iceberg_sql
 from tidegate.sql import statements as sql
-
-# the table property naming the model an Iceberg table publishes (tables without it are not
-# tidegate's, and get no copy)
-MODEL_PROPERTY = "tidegate.model"
 
 
 class DuckDBIcebergEngine(DuckDBEngine):
@@ -238,13 +239,13 @@ class DuckDBIcebergEngine(DuckDBEngine):
             raise EngineError("duckdb: this warehouse was opened read-only")
         if target.cursor:
             raise EngineError("iceberg: cursor models publish into DuckDB tables only")
-        _refuse_incomplete(markers)
+        refuse_incomplete(markers)
         if fence is not None:
             # the fences live in the DuckDB file, whose one writing process this is
             with self._transaction():
                 self._hold_fence(fence)
         if target.write_mode is WriteMode.APPEND and not target.unique_key:
-            self._refuse_republished(target, markers)
+            self.tables.refuse_republished(target.name, target.schema, markers)
         names = [c.name for c in target.columns]
         rows_of = staging
         content: dict[int, Checksum] = {}
@@ -383,20 +384,6 @@ class DuckDBIcebergEngine(DuckDBEngine):
             for m in markers
         }
 
-    def _refuse_republished(self, target: Target, markers: Sequence[CommitMarker]) -> None:
-        starts = {m.partition_start for m in markers}
-        found = [
-            m
-            for m in self.tables.markers_of(target.name, target.schema)
-            if m.partition_start in starts
-        ]
-        if found:
-            raise EngineError(
-                f"{target.name}: append without a unique key publishes a partition once; "
-                f"{len({m.partition_start for m in found})} of these partitions are published "
-                "already, and appending again would duplicate their rows"
-            )
-
     # earlier publishes ---------------------------------------------------------------------
 
     def stage_restored(
@@ -437,7 +424,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
     def markers_of(
         self, model: str, start: int = EVERY[0], end: int = EVERY[1]
     ) -> list[CommitMarker]:
-        found = self.tables.markers_of(model, None, start, end)
+        found = self.tables.markers_of(model, start, end)
         return found or super().markers_of(model, start, end)
 
     def handle(self) -> DuckDBIcebergEngine:
@@ -483,23 +470,5 @@ def _import_writer() -> None:
     importlib.import_module("pyiceberg.io.pyarrow")
 
 
-def _refuse_incomplete(markers: Sequence[CommitMarker]) -> None:
-    """Every field of a marker is set: one missing would be found only after the data moved."""
-    for marker in markers:
-        missing = [k for k, v in marker.__dict__.items() if v is None]
-        if missing:
-            raise EngineError(
-                f"iceberg: the marker of attempt {marker.attempt_id} lacks {missing[0]}; "
-                "nothing was published"
-            )
-
-
 def _columns_of(table: Any) -> list[tuple[str, str]]:
     return [(f.name, duckdb_type(f.field_type)) for f in table.schema().fields]
-
-
-def tables_folder(location: str) -> str | None:
-    """The local folder of a location (a path or a file URI); None for other URIs."""
-    if location.startswith("file://"):
-        return location[len("file://") :]
-    return None if "://" in location else location

@@ -14,7 +14,7 @@ from tidegate.terminal import echo
 
 if TYPE_CHECKING:
     from tidegate.engines.duckdb import DuckDBEngine
-    from tidegate.engines.iceberg_tables import IcebergTables
+    from tidegate.engines.iceberg_tables import IcebergTables, Place
 
 POSTGRES_HINT = "the postgres engine needs psycopg: pip install 'tidegate[postgres]'"
 SPARK_HINT = "the spark engine needs pyspark: pip install 'tidegate[spark]'"
@@ -84,6 +84,11 @@ def open_markers(project: Project) -> MarkerReader | None:
         return None
     if settings.engine != "spark":
         return open_engine(project, wait=False, read_only=True)
+    if settings.tables == "iceberg":
+        lake = _iceberg_place(project)
+        if lake.catalog_file is not None and not lake.catalog_file.exists():
+            return None
+        return _iceberg_tables(project, read_only=True, one_writer=False)
     from tidegate.engines.spark_settings import spark_warehouse
 
     _, _, place = spark_warehouse(project.root, settings)
@@ -109,22 +114,38 @@ def _open_spark(project: Project, read_only: bool) -> Engine:
     from tidegate.engines.spark_settings import spark_warehouse
 
     session, layout, catalog = spark_warehouse(project.root, project.settings.warehouse)
+    if project.settings.warehouse.tables == "iceberg":
+        from tidegate.engines.spark_iceberg import SparkIcebergEngine
+
+        tables = _iceberg_tables(project, read_only, one_writer=False)
+        return SparkIcebergEngine(session, layout, catalog, tables, read_only=read_only)
     return SparkEngine(session, layout, catalog, read_only=read_only)
+
+
+def _iceberg_tables(project: Project, read_only: bool, one_writer: bool = True) -> IcebergTables:
+    from tidegate.engines.iceberg_tables import IcebergTables
+
+    return IcebergTables(_iceberg_place(project), read_only=read_only, one_writer=one_writer)
+
+
+def _iceberg_place(project: Project) -> Place:
+    """Where the project's Iceberg catalog is (UsageError without pyiceberg)."""
+    try:
+        from tidegate.engines.iceberg_place import iceberg_place
+    except ImportError as error:
+        if error.name is None or not error.name.startswith(("pyiceberg", "pyarrow", "sqlalchemy")):
+            raise
+        raise UsageError(ICEBERG_HINT) from None
+    return iceberg_place(project.root, project.settings.warehouse)
 
 
 def _open_iceberg(
     project: Project, wait: bool, read_only: bool, files: Mapping[str, SourceFiles]
 ) -> DuckDBEngine:
-    try:
-        from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine, published_copies
-        from tidegate.engines.iceberg_place import iceberg_place
-        from tidegate.engines.iceberg_tables import IcebergTables
-    except ImportError as error:
-        if error.name is None or not error.name.startswith(("pyiceberg", "pyarrow", "sqlalchemy")):
-            raise
-        raise UsageError(ICEBERG_HINT) from None
-    place = iceberg_place(project.root, project.settings.warehouse)
-    missing = place.catalog_file
+    tables = _iceberg_tables(project, read_only)
+    from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine, published_copies
+
+    missing = tables.place.catalog_file
     if missing is not None and not missing.exists() and published_copies(project.warehouse_path):
         # a moved or unmounted lake must not become a new, empty catalog
         raise UsageError(
@@ -134,7 +155,7 @@ def _open_iceberg(
     sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
     return DuckDBIcebergEngine(
         project.warehouse_path,
-        IcebergTables(place, read_only=read_only),
+        tables,
         wait=wait,
         on_wait=tell,
         read_only=read_only,
@@ -144,21 +165,14 @@ def _open_iceberg(
 
 
 def open_iceberg_tables(project: Project) -> IcebergTables:
-    """The project's Iceberg catalog alone, read-only, without the DuckDB file: what a read
+    """The project's Iceberg catalog alone, read-only, without the warehouse: what a read
     command asks of the tables' history. UsageError without `tables = "iceberg"` or pyiceberg."""
     if project.settings.warehouse.tables != "iceberg":
         raise UsageError('this needs Iceberg tables: [warehouse] tables = "iceberg"')
-    try:
-        from tidegate.engines.iceberg_place import iceberg_place
-        from tidegate.engines.iceberg_tables import IcebergTables
-    except ImportError as error:
-        if error.name is None or not error.name.startswith(("pyiceberg", "pyarrow", "sqlalchemy")):
-            raise
-        raise UsageError(ICEBERG_HINT) from None
-    place = iceberg_place(project.root, project.settings.warehouse)
+    place = _iceberg_place(project)
     if place.catalog_file is not None and not place.catalog_file.exists():
         raise UsageError(f"the Iceberg catalog {place.catalog_file} does not exist")
-    return IcebergTables(place, read_only=True)
+    return _iceberg_tables(project, read_only=True)
 
 
 def warehouse_problems(project: Project) -> list[str]:

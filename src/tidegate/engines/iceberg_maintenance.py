@@ -92,7 +92,16 @@ def plan(tables: IcebergTables, schema: str | None, name: str, before: datetime)
     if table is None:
         raise LookupError(f"no table {name}")
     before_ms = int(before.timestamp() * 1000)
-    branches = tuple(sorted(b for b in table.refs() if b.startswith(BRANCH_PREFIX)))
+    # one writer (it holds the warehouse): every branch left is a killed publish's; several:
+    # one committed before `before` is, a newer one may be another process's publish underway
+    branches = tuple(
+        sorted(
+            name
+            for name, ref in table.refs().items()
+            if name.startswith(BRANCH_PREFIX)
+            and (tables.one_writer or _committed_ms(table, ref.snapshot_id) < before_ms)
+        )
+    )
     expired = _expired(table, before_ms)
     gone = {e.snapshot_id for e in expired}
     kept = [s for s in table.metadata.snapshots if s.snapshot_id not in gone]
@@ -115,17 +124,12 @@ def plan(tables: IcebergTables, schema: str | None, name: str, before: datetime)
 
 def apply(tables: IcebergTables, planned: Maintenance) -> None:
     """Remove what `plan` found: the branches, then the snapshots (one commit), then the
-    files. The caller holds the warehouse: nothing changed the table since the plan."""
+    files. Another writer may publish meanwhile (Spark's): a publish only supersedes more
+    snapshots, and its files are newer than any orphan; the expiry is retried on its commit."""
     if planned.branches:
-        tables.remove_leftover_branches([(planned.schema, planned.name)])  # type: ignore[list-item]
+        tables.remove_branches(planned.name, planned.schema, planned.branches)
     if planned.snapshots:
-        table = tables.load(planned.name, planned.schema, fresh=True)
-        if table is None:
-            raise LookupError(f"no table {planned.name}")
-        table.maintenance.expire_snapshots().by_ids(
-            [e.snapshot_id for e in planned.snapshots]
-        ).commit()
-        tables.load(planned.name, planned.schema, fresh=True)
+        tables.expire(planned.name, planned.schema, [e.snapshot_id for e in planned.snapshots])
     if planned.location is None:
         return
     root = Path(planned.location)
@@ -142,6 +146,11 @@ def apply(tables: IcebergTables, planned: Maintenance) -> None:
         while parent != root and parent.name not in FOLDERS and _is_empty(parent):
             parent.rmdir()
             parent = parent.parent
+
+
+def _committed_ms(table: Table, snapshot_id: int) -> int:
+    snapshot = table.snapshot_by_id(snapshot_id)
+    return 0 if snapshot is None else snapshot.timestamp_ms
 
 
 def _expired(table: Table, before_ms: int) -> tuple[Expired, ...]:

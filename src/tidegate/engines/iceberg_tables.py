@@ -22,6 +22,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ MARKERS_PROPERTY = "tidegate.markers"
 COMMIT_TRIES = 10
 
 MEANWHILE = "was published by another writer meanwhile"
+# the table property naming the model an Iceberg table publishes (tables without it are not
+# tidegate's: read as sources at most, never published into)
+MODEL_PROPERTY = "tidegate.model"
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,14 @@ class Published:
     snapshot_id: int
     began_at: str
     moved: bool
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """Parquet files another engine wrote under the table's folder, one partition per file,
+    published as they are (their partition values read from their column statistics)."""
+
+    paths: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -79,9 +91,12 @@ class Place:
 class IcebergTables:
     """A project's published tables in an Iceberg catalog."""
 
-    def __init__(self, place: Place, read_only: bool = False) -> None:
+    def __init__(self, place: Place, read_only: bool = False, one_writer: bool = True) -> None:
         self.place = place
         self.read_only = read_only
+        # one writing process (DuckDB): what it read stays true until it writes; several
+        # (Spark): every read asks the catalog
+        self.one_writer = one_writer
         if place.catalog_file is not None:
             place.catalog_file.parent.mkdir(parents=True, exist_ok=True)
         self._catalog = SqlCatalog(
@@ -106,10 +121,10 @@ class IcebergTables:
         return (f"{namespace}.{schema}" if schema else namespace, name)
 
     def load(self, name: str, schema: str | None = None, fresh: bool = False) -> Table | None:
-        """The table as this process last read or wrote it (`fresh`: as the catalog holds it
-        now), or None. One writing process: what it read stays true until it writes."""
+        """The table as this process last read or wrote it (`fresh`, or several writing
+        processes: as the catalog holds it now), or None."""
         key = self.identifier(name, schema)
-        if fresh or key not in self._loaded:
+        if fresh or not self.one_writer or key not in self._loaded:
             self._loaded[key] = self._read(key)
         return self._loaded[key]
 
@@ -211,11 +226,13 @@ class IcebergTables:
         markers: Sequence[CommitMarker],
         audit: Callable[[list[str]], None],
         written: Callable[[], None] = lambda: None,
+        holding: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> Published:
-        """Replace the window's rows of `table` by `rows` (a pyarrow.Table) with `markers` in
-        the snapshot: written on a branch, `audit` given the branch's data files of the window
-        (it raises when they do not hold what was audited; the branch is then removed), then
-        main moved to it. `written` runs between the audit and the move (a crash point)."""
+        """Replace the window's rows of `table` by `rows` (a pyarrow.Table, or DataFiles) with
+        `markers` in the snapshot: written on a branch, `audit` given the branch's data files
+        of the window (it raises when they do not hold what was audited; the branch is then
+        removed), then main moved to it while `holding` (a lease's fence) holds. `written`
+        runs between the audit and the move (a crash point)."""
         if self.read_only:
             raise EngineError("iceberg: this warehouse was opened read-only")
         with self._publishing, warnings.catch_warnings():
@@ -225,7 +242,7 @@ class IcebergTables:
                 table.refresh()
                 began_at = table.metadata_location
                 snapshot, moved = self._publish(
-                    table, rows, column, bounds, markers, audit, written
+                    table, rows, column, bounds, markers, audit, written, holding
                 )
                 table.refresh()
             except (OSError, ValueError, CommitFailedException) as error:
@@ -246,6 +263,7 @@ class IcebergTables:
         markers: Sequence[CommitMarker],
         audit: Callable[[list[str]], None],
         written: Callable[[], None],
+        holding: Callable[[], AbstractContextManager[None]],
     ) -> tuple[int, bool]:
         self._refuse_published(table, markers)
         window = window_filter(table.schema(), column, bounds)
@@ -260,13 +278,24 @@ class IcebergTables:
             # the branch and its rows in one commit of the catalog
             with table.transaction() as transaction:
                 ManageSnapshots(transaction).create_branch(base, branch).commit()
-                transaction.overwrite(
-                    rows, overwrite_filter=window, snapshot_properties=properties, branch=branch
-                )
+                if isinstance(rows, DataFiles):
+                    # the markers go on the snapshot adding the files, which is always made
+                    transaction.delete(window, branch=branch)
+                    transaction.add_files(
+                        list(rows.paths),
+                        snapshot_properties=properties,
+                        branch=branch,
+                        check_duplicate_files=False,
+                    )
+                else:
+                    transaction.overwrite(
+                        rows, overwrite_filter=window, snapshot_properties=properties, branch=branch
+                    )
             head = table.refs()[branch].snapshot_id
             audit(self.data_files(table, head, window))
             written()
-            return self._move_main(table, branch, base, head, window, properties)
+            with holding():
+                return self._move_main(table, branch, base, head, window, properties)
         finally:
             self._remove_branch(table, branch)
 
@@ -328,6 +357,24 @@ class IcebergTables:
             except CommitFailedException:
                 continue
 
+    def refuse_republished(
+        self, name: str, schema: str | None, markers: Sequence[CommitMarker]
+    ) -> None:
+        """Append without a unique key publishes a partition once: one whose marker main's
+        history holds is refused."""
+        starts = {m.partition_start for m in markers}
+        found = {
+            m.partition_start
+            for m in self.markers_of(name, schema=schema)
+            if m.partition_start in starts
+        }
+        if found:
+            raise EngineError(
+                f"{name}: append without a unique key publishes a partition once; "
+                f"{len(found)} of these partitions are published already, and appending "
+                "again would duplicate their rows"
+            )
+
     def _refuse_published(self, table: Table, markers: Sequence[CommitMarker]) -> None:
         ids = {m.attempt_id for m in markers}
         done = sorted(ids & {m.attempt_id for m in self._history(table)})
@@ -350,6 +397,33 @@ class IcebergTables:
             files.append(task.file.file_path)
         return files
 
+    def remove_branches(self, name: str, schema: str | None, branches: Collection[str]) -> None:
+        table = self.load(name, schema, fresh=True)
+        for branch in sorted(branches):
+            if table is not None:
+                self._remove_branch(table, branch)
+
+    def expire(self, name: str, schema: str | None, snapshot_ids: Sequence[int]) -> None:
+        """Expire these snapshots of a table in one commit, tried again when another writer
+        committed meanwhile."""
+        for _ in range(COMMIT_TRIES):
+            table = self.load(name, schema, fresh=True)
+            if table is None:
+                return
+            present = [i for i in snapshot_ids if table.snapshot_by_id(i) is not None]
+            if not present:
+                return
+            try:
+                table.maintenance.expire_snapshots().by_ids(present).commit()
+                self.load(name, schema, fresh=True)
+                return
+            except CommitFailedException:
+                continue
+        raise EngineError(
+            f"iceberg: {'.'.join(self.identifier(name, schema))}: kept changing; expired "
+            f"nothing after {COMMIT_TRIES} tries"
+        )
+
     def remove_leftover_branches(
         self, tables: Sequence[tuple[str, str]] | None = None
     ) -> list[str]:
@@ -370,7 +444,7 @@ class IcebergTables:
     # markers ---------------------------------------------------------------------------------
 
     def markers_of(
-        self, name: str, schema: str | None = None, start: int = EVERY[0], end: int = EVERY[1]
+        self, name: str, start: int = EVERY[0], end: int = EVERY[1], schema: str | None = None
     ) -> list[CommitMarker]:
         table = self.load(name, schema)
         if table is None:
@@ -447,6 +521,24 @@ class IcebergTables:
 
     def close(self) -> None:
         self._catalog.engine.dispose()
+
+
+def refuse_incomplete(markers: Sequence[CommitMarker]) -> None:
+    """Every field of a marker is set: one missing would be found only after the data moved."""
+    for marker in markers:
+        missing = [k for k, v in marker.__dict__.items() if v is None]
+        if missing:
+            raise EngineError(
+                f"iceberg: the marker of attempt {marker.attempt_id} lacks {missing[0]}; "
+                "nothing was published"
+            )
+
+
+def tables_folder(location: str) -> str | None:
+    """The local folder of a location (a path or a file URI); None for other URIs."""
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    return None if "://" in location else location
 
 
 # what every marker of one publish shares, written once per snapshot

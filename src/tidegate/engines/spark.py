@@ -86,7 +86,7 @@ class SparkEngine(SparkPublish):
     def _frame(self, statement: str, params: Params | None = None) -> Any:
         """The DataFrame of a statement (run at once when it is a command), after the views of
         the tables it reads are brought up to date."""
-        self._views.refresh(self._catalog, spark_sql.tables_read(statement))
+        self._views.refresh(self._published, spark_sql.tables_read(statement))
         tag_jobs(self._spark, self._tag)
         try:
             return self._spark.sql(statement, args=params or None)
@@ -144,14 +144,25 @@ class SparkEngine(SparkPublish):
     _staged = staticmethod(spark_sql.staged)
     _create_staging = staticmethod(spark_sql.cache_staging)
 
+    def _published(
+        self, name: str, schema: str | None
+    ) -> tuple[list[Column], tuple[str, ...]] | None:
+        """A published table's columns and the directories its pointers name (an empty
+        partition names none)."""
+        columns = self._catalog.columns(name, schema)
+        if columns is None:
+            return None
+        pointers = self._catalog.pointers(name, schema).values()
+        return columns, tuple(sorted(self.layout.path(d) for d in pointers if d))
+
     def _all_columns(self, table: str, staged: bool = False) -> list[str]:
         source = spark_sql.staged(table) if staged else sql.table(table)
         return list(self._frame(spark_sql.select_all(source)).columns)
 
     def table_columns(self, name: str, schema: str | None = None) -> list[Column] | None:
-        published = self._catalog.columns(name, schema)
+        published = self._published(name, schema)
         if published is not None or schema is not None:
-            return published
+            return None if published is None else list(published[0])
         fields = self._views.source_fields(name)
         return None if fields is None else [_column(n, t, True) for n, t in fields]
 
@@ -207,12 +218,20 @@ class SparkEngine(SparkPublish):
         import pyarrow as pa
 
         rows = data if isinstance(data, pa.Table) else data.read_all()
-        view = spark_sql.STAGING_PREFIX + staging
         with self._busy():
             try:
                 frame = self._spark.createDataFrame(rows)
+            except Exception as error:
+                raise self._failure(error) from error
+        self._stage_frame(staging, frame)
+
+    def _stage_frame(self, staging: str, frame: Any) -> None:
+        """Stage a DataFrame's rows: cached at once, like a staged query's, so that they stay
+        while the slot is staged."""
+        view = spark_sql.STAGING_PREFIX + staging
+        with self._busy():
+            try:
                 frame.createOrReplaceTempView(view)
-                # cached at once, like a staged query: the rows stay while the slot is staged
                 self._spark.catalog.cacheTable(view)
                 frame.count()
             except Exception as error:
@@ -239,7 +258,7 @@ class SparkEngine(SparkPublish):
     def handle(self) -> SparkEngine:
         """Another handle on the same warehouse for a worker thread: the process's session,
         its own catalog connection and its own job tag (what `interrupt` cancels)."""
-        twin = SparkEngine.__new__(SparkEngine)
+        twin = type(self).__new__(type(self))
         twin.settings, twin.layout, twin.place = self.settings, self.layout, self.place
         twin._read_only = self._read_only
         twin._spark, twin._views = self._spark, self._views

@@ -197,15 +197,7 @@ class Catalog:
         table = self._table(name, schema)
         stamp = datetime.now(timezone.utc).isoformat()
         encoded = json.dumps([[c.name, c.type, c.nullable] for c in columns])
-        with self._transaction():
-            if fence is not None:
-                for key in sorted(fence.keys):
-                    held = self._execute(HOLD_FENCE, [self.warehouse, key, fence.token])
-                    if held.rowcount != 1:
-                        raise FencedError(
-                            f"fenced: a newer lease holds partition {key.rsplit('/', 1)[-1]} "
-                            f"(token {fence.token} is stale); nothing was published"
-                        )
+        with self.holding(fence):
             self._execute(UPSERT_COLUMNS, [*table, encoded])
             for swap in swaps:
                 new = [swap.directory, swap.attempt_id, stamp, *table, swap.slot]
@@ -225,6 +217,22 @@ class Catalog:
                         "(one commit marker per attempt)"
                     )
                 self._execute(INSERT_MARKER, astuple(marker))
+
+    @contextmanager
+    def holding(self, fence: Fence | None) -> Iterator[None]:
+        """A transaction in which the lease's token is still each of its partitions' newest
+        (FencedError otherwise): their fence rows stay locked until it commits, so that no
+        newer lease is granted while what it guards commits."""
+        with self._transaction():
+            if fence is not None:
+                for key in sorted(fence.keys):
+                    held = self._execute(HOLD_FENCE, [self.warehouse, key, fence.token])
+                    if held.rowcount != 1:
+                        raise FencedError(
+                            f"fenced: a newer lease holds partition {key.rsplit('/', 1)[-1]} "
+                            f"(token {fence.token} is stale); nothing was published"
+                        )
+            yield
 
     def raise_fence(self, fence: Fence) -> None:
         """Raise the fences of the lease's partitions to its token, in one transaction."""

@@ -79,19 +79,23 @@ class SparkPublish(SqlQueries):
             self._refuse_republish(markers)
         existing = self._catalog.columns(target.name, target.schema)
         columns = _evolved(target.columns, existing)
-        slots = _slots(target, bounds, markers)
+        slots = publish_slots(target, bounds, markers)
         # what each partition held when this writer looked: the compare of the swap
         expected = self._catalog.pointers(target.name, target.schema)
         first = markers[0].attempt_id if markers else "unmarked"
         written = self.layout.publish(target.name, target.schema, first)
         try:
-            self._write(target, staging, columns, existing, slots, bounds, written)
+            path = self.layout.path(written)
+            self._write(target, staging, columns, existing, slots, bounds, path)
             present = self.layout.present(written, [s.start for s in slots], self._views)
             directories = {
                 s.slot: self.layout.slot(written, s.start) if s.start in present else EMPTY
                 for s in slots
             }
-            content = self._content(target, columns, bounds, markers, directories)
+            content = {}
+            if target.write_mode is not WriteMode.OVERWRITE and markers:
+                paths = [self.layout.path(d) for d in directories.values() if d]
+                content = self._content(target, columns, bounds, markers, paths)
             if content:
                 markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
             swaps = [
@@ -116,9 +120,9 @@ class SparkPublish(SqlQueries):
         existing: Sequence[Column] | None,
         slots: Sequence[_Slot],
         bounds: Mapping[str, Any],
-        directory: str,
+        path: str,
     ) -> None:
-        """One Spark job: the window's new rows, a subdirectory per partition."""
+        """One Spark job: the window's new rows, a subdirectory of `path` per partition."""
         grain = None if target.keyed or len(slots) == 1 else _grain(target)
         statement = self._statement(
             ("publish rows", target, staging, tuple(columns), existing is None, grain),
@@ -139,7 +143,7 @@ class SparkPublish(SqlQueries):
         with self._busy():
             frame = self._frame(statement, self._bind(values, statement))
             try:
-                frame.write.partitionBy(SLOT_COLUMN).parquet(self.layout.path(directory))
+                frame.write.partitionBy(SLOT_COLUMN).parquet(path)
             except Exception as error:
                 raise self._failure(error) from error
 
@@ -161,23 +165,30 @@ class SparkPublish(SqlQueries):
         columns: Sequence[Column],
         bounds: Mapping[str, Any],
         markers: Sequence[CommitMarker],
-        directories: Mapping[str, str],
+        paths: list[str],
     ) -> dict[int, Checksum]:
-        """For merge and append: the checksum of what each marked partition holds now, read in
-        one pass from the directories just written (over the target's columns, like a staged
-        partition's checksum)."""
-        if target.write_mode is WriteMode.OVERWRITE or not markers:
-            return {}
-        names = [c.name for c in target.columns]
-        grain = None if target.keyed else _grain(target)
-        statement = write_sql.partition_content(
-            self._staged(WRITTEN), names, target.partition_column, grain, SPARK
-        )
-        self._views.show(self._staged(WRITTEN), columns, [d for d in directories.values() if d])
+        """The checksum of what each marked partition holds in these files or directories,
+        read in one pass (over the target's columns, like a staged partition's checksum)."""
+        self._views.show(self._staged(WRITTEN), columns, paths)
         try:
-            rows = self._run(statement, self._bind(bounds, statement)).fetchall()
+            return self._measure(target, bounds, markers, WRITTEN)
         finally:
             self.drop_staging(WRITTEN)
+
+    def _measure(
+        self,
+        target: Target,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        staging: str,
+    ) -> dict[int, Checksum]:
+        """The checksum of each marked partition's rows of a staged view, in one pass."""
+        names = [c.name for c in target.columns]
+        grain = None if target.keyed else target.grain or markers[0].grain
+        statement = write_sql.partition_content(
+            self._staged(staging), names, target.partition_column, grain, SPARK
+        )
+        rows = self._run(statement, self._bind(bounds, statement)).fetchall()
         if target.keyed:
             return {m.partition_start: Checksum(int(rows[0][0]), int(rows[0][1])) for m in markers}
         measured = {int(r[0]): Checksum(int(r[1]), int(r[2])) for r in rows if r[0] is not None}
@@ -192,7 +203,7 @@ def _evolved(columns: Sequence[Column], existing: Sequence[Column] | None) -> li
     return [*existing, *[c for c in columns if c.name not in known]]
 
 
-def _slots(
+def publish_slots(
     target: Target, bounds: Mapping[str, Any], markers: Sequence[CommitMarker]
 ) -> list[_Slot]:
     """The partitions a publish writes: one per marker; without markers (a shadow table of

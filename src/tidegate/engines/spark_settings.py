@@ -8,10 +8,13 @@ from pathlib import Path
 from tidegate.engines.spark_catalog import CatalogPlace, catalog_place
 from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_session import SessionSettings
-from tidegate.project.config import WarehouseSection
+from tidegate.project.config import SQLITE_CATALOG, WarehouseSection
 
 SPARK_SQL_WAREHOUSE = "spark.sql.warehouse.dir"
 SPARK_SQL_DIRECTORY = "_tidegate/spark-sql"
+# Iceberg tables: the leases' fences, beside the Iceberg catalog's SQLite file (a catalog in
+# PostgreSQL keeps them in its database)
+FENCES_FILE = "_tidegate/fences.sqlite"
 
 
 def spark_warehouse(
@@ -19,7 +22,8 @@ def spark_warehouse(
 ) -> tuple[SessionSettings, Layout, CatalogPlace]:
     """The session, layout and catalog of a project's Spark warehouse (`root`: the project,
     which a relative location is relative to)."""
-    layout = Layout(location_of(root, settings.location))
+    iceberg = settings.tables == "iceberg"
+    layout = Layout(location_of(root, settings.iceberg_location if iceberg else settings.location))
     # Spark SQL's own warehouse directory (unused: tables are addressed by path) goes under the
     # location, not into the directory tidegate was started from
     own = {} if settings.remote else {SPARK_SQL_WAREHOUSE: layout.path(SPARK_SQL_DIRECTORY)}
@@ -28,9 +32,15 @@ def spark_warehouse(
         remote=settings.remote,
         conf={**own, **{k: _text(v) for k, v in settings.conf.items()}},
     )
-    catalog = catalog_place(
-        layout.root, layout.catalog_file(), settings.catalog, settings.password_env
-    )
+    if iceberg:
+        local = layout.local
+        dsn = None if settings.catalog in (None, SQLITE_CATALOG) else settings.catalog
+        fences = None if local is None else local / FENCES_FILE
+        catalog = catalog_place(layout.root, fences, dsn, settings.password_env)
+    else:
+        catalog = catalog_place(
+            layout.root, layout.catalog_file(), settings.catalog, settings.password_env
+        )
     return session, layout, catalog
 
 

@@ -1,7 +1,8 @@
 """The temporary views a Spark warehouse's statements read tables through.
 
-A published table's view reads exactly the directories its catalog pointers name now; a
-source's view reads its Parquet directory. Before a statement runs, the views of the tables it
+A published table's view reads exactly the files its table holds now (the directories its
+catalog pointers name, or its Iceberg table's data files on main); a source's view reads its
+Parquet directory. Before a statement runs, the views of the tables it
 names are brought up to date under one lock of the process, so that a view only ever moves
 forward to newer pointers.
 """
@@ -9,19 +10,22 @@ forward to newer pointers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlglot import exp
 
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column
-from tidegate.engines.spark_catalog import Catalog
 from tidegate.engines.spark_layout import Layout
 from tidegate.project.config import IDENTIFIER
 from tidegate.sql import spark as spark_sql
 from tidegate.sql.spark import SLOT_COLUMN
 from tidegate.sql.statements import ident
+
+# A published table's columns and the paths Spark reads it from, by (name, schema); None: no
+# table of that name is published
+Published = Callable[[str, str | None], tuple[Sequence[Column], tuple[str, ...]] | None]
 
 
 class Views:
@@ -34,42 +38,39 @@ class Views:
         # view name → what it was registered over (columns and directories, or the source)
         self._registered: dict[str, object] = {}
 
-    def refresh(self, catalog: Catalog, names: Iterable[str]) -> None:
+    def refresh(self, published: Published, names: Iterable[str]) -> None:
         """Register or update the views of these tables; raises EngineError for a name that
         is neither a published table nor a source directory."""
         with self._lock:
             for name in names:
-                self._refresh(catalog, name)
+                self._refresh(published, name)
 
-    def _refresh(self, catalog: Catalog, view: str) -> None:
+    def _refresh(self, published: Published, view: str) -> None:
         schema, _, table = view.rpartition(".")
-        columns = catalog.columns(table, schema or None)
-        if columns is None:
+        found = published(table, schema or None)
+        if found is None:
             if view not in self._registered:
                 self._register_source(view)
             return
-        # an empty partition points at no directory
-        directories = tuple(
-            sorted(d for d in catalog.pointers(table, schema or None).values() if d)
-        )
-        state = (tuple(columns), directories)
+        columns, paths = found
+        state = (tuple(columns), paths)
         if self._registered.get(view) == state:
             return
-        self.frame(columns, directories).createOrReplaceTempView(_quoted(view))
+        self.frame(columns, paths).createOrReplaceTempView(_quoted(view))
         self._registered[view] = state
 
-    def frame(self, columns: Sequence[Column], directories: Iterable[str]) -> Any:
-        """The rows of these attempt directories, typed as the table's columns (a column a
-        directory predates reads as NULL)."""
+    def frame(self, columns: Sequence[Column], paths: Iterable[str]) -> Any:
+        """The rows of these Parquet files or directories, typed as the table's columns (a
+        column a file predates reads as NULL)."""
         ddl = spark_sql.schema_ddl(columns)
-        paths = [self.layout.path(d) for d in directories]
+        paths = list(paths)
         if not paths:
             return self.session.createDataFrame([], ddl)
         return self.session.read.schema(ddl).parquet(*paths)
 
-    def show(self, view: exp.Table, columns: Sequence[Column], directories: list[str]) -> None:
-        """Register a view over these directories (partitions just written)."""
-        self.frame(columns, directories).createOrReplaceTempView(
+    def show(self, view: exp.Table, columns: Sequence[Column], paths: list[str]) -> None:
+        """Register a view over these files or directories (partitions just written)."""
+        self.frame(columns, paths).createOrReplaceTempView(
             view.sql(dialect=spark_sql.SPARK_DIALECT)
         )
 

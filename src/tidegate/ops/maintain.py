@@ -13,8 +13,9 @@ from tidegate.engines.factory import open_engine
 from tidegate.ops.context import Context
 
 if TYPE_CHECKING:
-    from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
+    from tidegate.engines.base import Engine
     from tidegate.engines.iceberg_maintenance import Maintenance
+    from tidegate.engines.iceberg_tables import IcebergTables
 
 NEEDS_ICEBERG = (
     "maintain maintains Iceberg tables (expires their old snapshots and files): "
@@ -39,14 +40,16 @@ def maintain(ctx: Context, model: str | None, dry_run: bool) -> Maintained:
         ctx.project.model(model)  # an unknown model is refused here
     before = ctx.clock.now() - timedelta(seconds=warehouse.keep_seconds)
     from tidegate.engines import iceberg_maintenance
-    from tidegate.engines.duckdb_iceberg import MODEL_PROPERTY, DuckDBIcebergEngine
+    from tidegate.engines.iceberg_tables import MODEL_PROPERTY, IcebergTables
 
-    # for writing: the writer lock keeps every publish out while files are judged and removed
+    # for writing: DuckDB's writer lock keeps every publish out while files are judged and
+    # removed; Spark's publishes may run meanwhile (iceberg_maintenance.apply says why that is
+    # safe)
     engine = open_engine(ctx.project, ctx.wait)
     try:
-        if not isinstance(engine, DuckDBIcebergEngine):  # tables = "iceberg" opens one
+        tables = getattr(engine, "tables", None)
+        if not isinstance(tables, IcebergTables):  # tables = "iceberg" opens an engine with them
             raise UsageError(NEEDS_ICEBERG)
-        tables = engine.tables
         chosen = [
             (schema, name)
             for schema, name in tables.tables()
@@ -63,24 +66,25 @@ def maintain(ctx: Context, model: str | None, dry_run: bool) -> Maintained:
         for schema, name in chosen:
             planned = iceberg_maintenance.plan(tables, schema, name, before)
             if not dry_run and not planned.empty:
-                _apply(engine, planned)
+                _apply(engine, tables, planned)
             done.append(planned)
     finally:
         engine.close()
     return Maintained(warehouse.keep, before, dry_run, tuple(done))
 
 
-def _apply(engine: DuckDBIcebergEngine, planned: Maintenance) -> None:
-    """Remove what was planned; the DuckDB copy, made from the table's metadata file before,
+def _apply(engine: Engine, tables: IcebergTables, planned: Maintenance) -> None:
+    """Remove what was planned; a DuckDB copy, made from the table's metadata file before,
     recorded as made from the new one when main did not move (it holds the same rows)."""
     from tidegate.engines import iceberg_maintenance
+    from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
 
-    tables = engine.tables
     table = tables.load(planned.name, planned.schema, fresh=True)
     if table is None:
         return
     began = (table.metadata_location, table.metadata.current_snapshot_id)
     iceberg_maintenance.apply(tables, planned)
     after = tables.load(planned.name, planned.schema, fresh=True)
-    if after is not None and after.metadata.current_snapshot_id == began[1]:
+    unmoved = after is not None and after.metadata.current_snapshot_id == began[1]
+    if unmoved and isinstance(engine, DuckDBIcebergEngine):
         engine.mirror_unchanged(planned.schema, planned.name, began[0])

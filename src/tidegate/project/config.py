@@ -117,7 +117,7 @@ class WarehouseSection(_Strict):
     tables: Literal["engine", "iceberg"] = Field(
         default="engine",
         description='What published tables are: the engine\'s own (`"engine"`), or Apache '
-        'Iceberg tables (`"iceberg"`, DuckDB only; needs `tidegate[iceberg]`) in a catalog '
+        'Iceberg tables (`"iceberg"`, DuckDB or Spark; needs `tidegate[iceberg]`) in a catalog '
         "every Iceberg reader opens, written through branches (write–audit–publish).",
     )
     namespace: str = Field(
@@ -202,18 +202,22 @@ class WarehouseSection(_Strict):
         return self
 
     def _iceberg_fields(self, given: set[str]) -> None:
-        if self.engine != "duckdb":
+        if self.engine == "postgres":
             raise _problem(
-                'tables = "iceberg" is for engine = "duckdb" (PostgreSQL and Spark publish into '
-                "tables of their own)"
+                'tables = "iceberg" is for engine = "duckdb" or "spark" (PostgreSQL publishes '
+                "into tables of its own)"
             )
-        extra = sorted(given - ENGINE_KEYS["duckdb"] - ICEBERG_KEYS)
+        extra = sorted(given - ENGINE_KEYS[self.engine] - ICEBERG_KEYS)
         if extra:
-            raise _problem(f'{extra[0]} is not a key of engine = "duckdb" with tables = "iceberg"')
+            raise _problem(
+                f'{extra[0]} is not a key of engine = "{self.engine}" with tables = "iceberg"'
+            )
         if _URI.match(self.location) and not self.location.startswith("file://"):
             raise _problem(
-                "location must be a folder (a path, or file://…): DuckDB reads the tables' files"
+                "location must be a folder (a path, or file://…): tidegate reads the tables' files"
             )
+        if "master" in given and self.remote is not None:
+            raise _problem("master or remote (Spark Connect), not both")
         if self.password_env is not None and self.catalog in (None, SQLITE_CATALOG):
             raise _problem("password_env is for a catalog in PostgreSQL (catalog = ...)")
 

@@ -1,0 +1,117 @@
+"""A Spark project publishing into Iceberg tables, as a user runs it: January backfilled by
+Spark, read by name from outside with pyiceberg alone and equal to an independent GROUP BY and
+to the same backfill into DuckDB tables; `show partition` names the snapshot; a bad rerun
+undone by `restore` from the files the first run wrote; `verify` clean after it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.engines.spark_kit import LOCATION, spark_project
+from tests.iceberg.kit import NAMESPACE, outside_catalog
+from tests.iceberg.test_project import COLUMNS, read_outside, texts
+from tests.kit import cli, example_project, result_document, warehouse_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+ROWS_PER_DAY = 8
+JANUARY = "2025-01-01..2025-01-31"
+ICEBERG = f'tables = "iceberg"\nnamespace = "{NAMESPACE}"\n'
+ORACLE_ALL = """
+SELECT CAST(order_ts AS DATE) AS order_date, status, count(*),
+       CAST(sum(gross_amount) AS DECIMAL(18, 2)),
+       CAST(sum(gross_amount - discount - refund) AS DECIMAL(18, 2))
+FROM read_parquet($files) GROUP BY 1, 2
+"""
+ORACLE = """
+SELECT CAST(order_ts AS DATE) AS order_date, status, count(*),
+       CAST(sum(gross_amount) AS DECIMAL(18, 2)),
+       CAST(sum(gross_amount - discount - refund) AS DECIMAL(18, 2))
+FROM read_parquet($files) WHERE order_ts >= '2025-01-01' AND order_ts < '2025-02-01'
+GROUP BY 1, 2
+"""
+
+
+def orders_files(project: Path) -> list[str]:
+    return sorted(str(f) for f in (project / LOCATION / "orders").glob("*.parquet"))
+
+
+def oracle_rows(project: Path, days: set[date]) -> list[tuple[Any, ...]]:
+    """The independent GROUP BY over the source's Parquet files, for these days, as
+    (order_date, status, count, gross, net) sorted."""
+    rows = duckdb.connect().execute(ORACLE_ALL, {"files": orders_files(project)}).fetchall()
+    return sorted(tuple(row) for row in rows if row[0] in days)
+
+
+@pytest.fixture(scope="module")
+def january(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The reference project on Spark + Iceberg with January of daily_revenue backfilled."""
+    project = spark_project(
+        tmp_path_factory.mktemp("spark-iceberg") / "p", rows_per_day=ROWS_PER_DAY, more=ICEBERG
+    )
+    cli(project, "backfill", "daily_revenue", "--partitions", JANUARY, "--batch-size", "16")
+    yield project
+
+
+def test_january_reads_by_name_from_outside_and_equals_a_group_by(january: Path) -> None:
+    outside = read_outside(january)
+    assert len(outside) > 31
+    oracle = duckdb.connect().execute(ORACLE, {"files": orders_files(january)}).fetchall()
+    assert outside == texts(oracle)
+    assert "clean" in cli(january, "verify", "--checksums", "daily_revenue").stdout
+    # the pointer catalog of Spark's own tables is not made
+    assert not (january / LOCATION / "_tidegate" / "catalog.sqlite").exists()
+
+
+def test_january_equals_the_same_backfill_into_duckdb_tables(january: Path, tmp_path: Path) -> None:
+    plain = example_project(tmp_path / "plain", rows_per_day=ROWS_PER_DAY)
+    cli(plain, "backfill", "daily_revenue", "--partitions", JANUARY, "--batch-size", "16")
+    query = "SELECT " + ", ".join(COLUMNS) + " FROM daily_revenue"
+    assert read_outside(january) == texts([tuple(r) for r in warehouse_rows(plain, query)])
+
+
+def test_show_partition_names_the_snapshot_that_holds_it(january: Path) -> None:
+    document = result_document(january, "show", "partition", "daily_revenue", "2025-01-05")
+    held = document["published"]["iceberg"]
+    assert held["table"] == f"{NAMESPACE}.daily_revenue"
+    with outside_catalog(january) as catalog:
+        snapshot = catalog.load_table((NAMESPACE, "daily_revenue")).snapshot_by_id(
+            held["snapshot_id"]
+        )
+    assert snapshot is not None
+    attempts = snapshot.summary.additional_properties["tidegate.attempts"].split(",")
+    assert document["published"]["attempt_id"] in attempts
+
+
+def test_restore_undoes_a_bad_rerun_from_the_files_spark_wrote(tmp_path: Path) -> None:
+    project = spark_project(tmp_path / "p", rows_per_day=ROWS_PER_DAY, more=ICEBERG)
+    days = "2025-01-01..2025-01-03"
+    first = result_document(project, "backfill", "daily_revenue", "--partitions", days)
+    good = read_outside(project)
+    # a load doubled the orders: a second file of the same rows in the source's folder
+    [source] = orders_files(project)
+    doubled_file = Path(source).with_name("part-00001.parquet")
+    duckdb.connect().execute(
+        f"COPY (SELECT order_id + 1000000 AS order_id, * EXCLUDE (order_id) "
+        f"FROM read_parquet('{source}')) TO '{doubled_file}' (FORMAT PARQUET)"
+    )
+    cli(project, "rerun", "daily_revenue", "--partitions", days)
+    doubled = read_outside(project)
+    assert doubled != good
+
+    restored = result_document(
+        project, "restore", "daily_revenue", "--partitions", "2025-01-02",
+        "--to", first["run_id"],
+    )  # fmt: skip
+    assert restored["status"] == "succeeded"
+    assert [p["deterministic"] for p in restored["proofs"]] == [True]
+    now = read_outside(project)
+    assert [r for r in now if r[0] == "2025-01-02"] == [r for r in good if r[0] == "2025-01-02"]
+    assert [r for r in now if r[0] != "2025-01-02"] == [r for r in doubled if r[0] != "2025-01-02"]
+    assert "clean" in cli(project, "verify", "--checksums", "daily_revenue").stdout
