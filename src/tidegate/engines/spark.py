@@ -68,6 +68,7 @@ class SparkEngine(SparkPublish):
         views = _VIEWS.get(layout.root)
         if views is None or views.session is not self._spark:
             views = _VIEWS[layout.root] = Views(self._spark, layout)
+        views.forget_sources()
         self._views = views
         self._catalog: Catalog = catalog.open()
         self._open()

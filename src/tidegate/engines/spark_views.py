@@ -38,6 +38,14 @@ class Views:
         # view name → what it was registered over (columns and directories, or the source)
         self._registered: dict[str, object] = {}
 
+    def forget_sources(self) -> None:
+        """Read the sources' folders anew at their next use: a view over a folder keeps the
+        files it listed, and files may have come or gone since (each command opens its engine
+        in a process whose session may outlive it: a worker's)."""
+        with self._lock:
+            for name in [n for n, state in self._registered.items() if isinstance(state, str)]:
+                del self._registered[name]
+
     def refresh(self, published: Published, names: Iterable[str]) -> None:
         """Register or update the views of these tables; raises EngineError for a name that
         is neither a published table nor a source directory."""
