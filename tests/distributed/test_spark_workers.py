@@ -1,5 +1,5 @@
 """Distributed backfills on a Spark warehouse (docs/design.md §7): two workers, each its own JVM,
-share one Spark location (its catalog, a SQLite file they both reach) and a PostgreSQL ledger;
+share one Iceberg folder (its catalog, a SQLite file they both reach) and a PostgreSQL ledger;
 workers die at seeded crash points and are replaced, and the result equals a clean run with one
 commit marker per partition. Smaller than the PostgreSQL campaign: every JVM start costs seconds."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ from tests.distributed.test_workers import clean_daily_revenue, ended
 from tests.engines.postgres_kit import fresh_database
 from tests.engines.spark_kit import LOCATION, published_rows, spark_project
 from tests.faults.ledger import wait_until
+from tests.iceberg.test_crash import main_markers
 from tests.kit import EXAMPLE_COLUMNS, tidegate
-from tidegate.engines.spark_layout import CATALOG_FILE
 
 pytestmark = [
     pytest.mark.spark,
@@ -36,16 +35,12 @@ ARMED = ("after_stage", "before_publish", "after_publish", "after_ledger")
 
 
 def catalog_markers(project: Path, run_id: str) -> dict[int, int]:
-    con = sqlite3.connect(project / LOCATION / CATALOG_FILE)
-    try:
-        found = con.execute(
-            "SELECT partition_start, count(*) FROM tidegate_spark_markers WHERE run_id = ? "
-            "GROUP BY partition_start",
-            [run_id],
-        ).fetchall()
-    finally:
-        con.close()
-    return {int(start): int(count) for start, count in found}
+    """Per partition, how many markers of the run main's history holds."""
+    found: dict[int, int] = {}
+    for start, _, run, _, _, _ in main_markers(project, LOCATION, "default"):
+        if run == run_id:
+            found[start] = found.get(start, 0) + 1
+    return found
 
 
 def test_spark_workers_killed_and_replaced_finish_like_a_clean_run(tmp_path: Path) -> None:

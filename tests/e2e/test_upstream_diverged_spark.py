@@ -1,6 +1,6 @@
 """Inputs checked where they live, on a Spark warehouse, whose commit markers are kept in its
-catalog database: an older copy of the catalog restored, then the table dropped from it,
-refuse the month that reads daily_revenue and mark the days it no longer holds."""
+Iceberg tables' snapshots: an older copy of the catalog restored, then the table dropped from
+it, refuse the month that reads daily_revenue and mark the days it no longer holds."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from tests.ops.test_upstream_in_warehouse import (
     refused_line,
 )
 from tidegate.domain.taint import MarkKind
-from tidegate.engines.spark_layout import CATALOG_FILE
+from tidegate.engines.iceberg_place import CATALOG_FILE
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -57,8 +57,7 @@ def test_spark_refuses_a_month_over_days_its_catalog_lost(tmp_path: Path) -> Non
     assert orders == len(JANUARY_DAYS) * ROWS_PER_DAY
 
     with sqlite3.connect(catalog) as con:
-        for table in ("tidegate_spark_tables", "tidegate_spark_pointers"):
-            con.execute(f"DELETE FROM {table} WHERE table_name = 'daily_revenue'")
+        con.execute("DELETE FROM iceberg_tables WHERE table_name = 'daily_revenue'")
     refused = cli(project, "run", "monthly_revenue", "--partition", "2025-01", code=1)
 
     assert (

@@ -1,12 +1,11 @@
 """The Spark warehouse the `spark` tests use: the process's one SparkSession (local[2]), a
-warehouse location of its own per test, and an outside reader of what the catalog says is
-published. Without pyspark or Java the tests fail, never skip."""
+warehouse location of its own per test (its Iceberg catalog a SQLite file in it, unless given),
+and an outside reader of what main holds. Without pyspark or Java the tests fail, never skip."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,11 @@ from typing import Any
 import duckdb
 
 from tests.kit import EXAMPLE_MODELS, example_project, tidegate
+from tidegate.engines.iceberg_place import CATALOG_FILE, catalog_uri
+from tidegate.engines.iceberg_tables import IcebergTables, Place
 from tidegate.engines.spark import SparkEngine
-from tidegate.engines.spark_catalog import catalog_place
-from tidegate.engines.spark_layout import CATALOG_FILE, Layout
+from tidegate.engines.spark_fences import fences_place
+from tidegate.engines.spark_layout import FENCES_FILE, Layout
 from tidegate.engines.spark_load import load_example
 from tidegate.engines.spark_session import SessionSettings
 
@@ -29,13 +30,25 @@ LOCAL = SessionSettings(None, REMOTE) if REMOTE else SessionSettings("local[2]",
 LOCATION = "lake"
 
 
+def lake_place(location: Path, namespace: str = "default") -> Place:
+    """The default catalog of a Spark warehouse: a SQLite file in its folder."""
+    lake = location.resolve()
+    return Place(catalog_uri(lake, None, None), lake.as_uri(), namespace, lake / CATALOG_FILE)
+
+
 def open_spark(
-    location: Path, settings: SessionSettings = LOCAL, read_only: bool = False
+    location: Path,
+    settings: SessionSettings = LOCAL,
+    read_only: bool = False,
+    place: Place | None = None,
+    fences_dsn: str | None = None,
 ) -> SparkEngine:
-    """A Spark engine on the warehouse at `location`, its catalog the default SQLite file."""
-    layout = Layout(str(location))
-    place = catalog_place(layout.root, layout.catalog_file(), None, None)
-    return SparkEngine(settings, layout, place, read_only)
+    """A Spark engine on the warehouse at `location`: its Iceberg catalog `place` (default:
+    the SQLite file in the folder), its fences beside it or in the `fences_dsn` database."""
+    layout = Layout(str(location.resolve()))
+    fences = fences_place(layout.root, location / FENCES_FILE, fences_dsn, None)
+    tables = IcebergTables(place or lake_place(location), read_only, one_writer=False)
+    return SparkEngine(settings, layout, fences, tables, read_only)
 
 
 def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1, more: str = "") -> Path:
@@ -63,22 +76,22 @@ def spark_project(target: Path, rows_per_day: int = 20, seed: int = 1, more: str
     return target
 
 
-def published_files(location: Path, table: str) -> list[str]:
-    """What an outside reader reads of a published table: the Parquet files of the directories
-    the catalog's pointers name (relative to the location)."""
-    con = sqlite3.connect(location / CATALOG_FILE)
+def published_files(location: Path, table: str, namespace: str = "default") -> list[str]:
+    """What an outside reader reads of a published table: the data files of main's snapshot,
+    as pyiceberg alone lists them."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lake = location.resolve()
+    catalog = SqlCatalog(
+        "tidegate", uri=f"sqlite:///{lake / CATALOG_FILE}", warehouse=lake.as_uri()
+    )
     try:
-        directories = [
-            r[0]
-            for r in con.execute(
-                "SELECT directory FROM tidegate_spark_pointers "
-                "WHERE schema_name = '' AND table_name = ?",
-                [table],
-            )
-        ]
+        found = catalog.load_table((namespace, table))
+        return sorted(
+            task.file.file_path.removeprefix("file://") for task in found.scan().plan_files()
+        )
     finally:
-        con.close()
-    return sorted(str(f) for d in directories for f in (location / d).glob("*.parquet"))
+        catalog.engine.dispose()
 
 
 def published_rows(location: Path, table: str, columns: str) -> list[tuple[Any, ...]]:

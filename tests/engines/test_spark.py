@@ -1,16 +1,19 @@
-"""Spark, a warehouse of Parquet directories: the Engine contract on local[2], plus what only it
-has — publish by compare-and-swap of the catalog's pointers, where a lost race changes nothing.
-All Spark tests share one JVM: one xdist group, one session per test process."""
+"""Spark publishing into Iceberg tables: the Engine contract on local[2], plus what only it has —
+several processes publishing one table, where a lost race for a partition publishes nothing and
+different partitions both land. All Spark tests share one JVM: one xdist group, one session per
+test process."""
 
 from __future__ import annotations
 
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pyiceberg.expressions import AlwaysTrue
 
 from tests.engines.contract import (
     DAY1,
@@ -21,14 +24,14 @@ from tests.engines.contract import (
     marker_for,
     select_rows,
 )
-from tests.engines.postgres_kit import fresh_database
-from tests.engines.spark_kit import LOCAL, open_spark
+from tests.engines.postgres_kit import SERVER
+from tests.engines.spark_kit import open_spark
+from tests.iceberg.kit import drop_namespace, postgres_place
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
+from tidegate.domain.partitions import Grain, PartitionKey, parse_partition
 from tidegate.engines.base import Engine, Target, bound_values
 from tidegate.engines.spark import SparkEngine
-from tidegate.engines.spark_catalog import catalog_place
-from tidegate.engines.spark_layout import Layout
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -48,6 +51,7 @@ class TestSpark(EngineContract):
         assert engine.name == "spark"
         assert engine.capabilities.transactional_publish
         assert not engine.capabilities.single_writer_process
+        assert engine.capabilities.restores
         assert engine.version().split(".")[0].isdigit()
 
     def test_its_tables_are_never_frozen(self, ready: Engine) -> None:
@@ -57,6 +61,9 @@ class TestSpark(EngineContract):
 
 
 # --- publish by compare-and-swap ------------------------------------------------------------------
+
+
+DAY2 = parse_partition("2025-01-02", Grain.DAY)
 
 
 @pytest.fixture
@@ -69,14 +76,16 @@ def lake(tmp_path: Path) -> Iterator[SparkEngine]:
         opened.close()
 
 
-def publish(engine: SparkEngine, rows: list[Row], attempt_id: str) -> None:
+def publish(
+    engine: SparkEngine, rows: list[Row], attempt_id: str, day: PartitionKey = DAY1
+) -> None:
     staging = f"race_{attempt_id}"
     engine.stage(staging, select_rows(rows), {})
     engine.publish(
         Target("events", EVENT_COLUMNS, "ts", False, grain="day"),
         staging,
-        bound_values(DAY1),
-        [marker_for(attempt_id, DAY1)],
+        bound_values(day),
+        [marker_for(attempt_id, day)],
     )
 
 
@@ -96,65 +105,100 @@ def expected_content(engine: SparkEngine, rows: list[Row]) -> Checksum:
         engine.drop_staging("expected")
 
 
+def meanwhile(loser: SparkEngine, other: Callable[[], None]) -> None:
+    """Make `other` publish while the loser audits its branch: after it forked from main,
+    before it moves main (as another process would)."""
+    audit = loser._audit
+
+    def audited(*args: Any) -> None:
+        other()
+        audit(*args)
+
+    loser._audit = audited  # type: ignore[method-assign]
+
+
+WINNER_ROWS = [(7, "2025-01-01 07:00:00", "won", "7.00")]
+LOSER_ROWS = [(8, "2025-01-01 08:00:00", "lost", "8.00")]
+
+
 @pytest.mark.parametrize("first_publish", [False, True])
-def test_a_lost_race_for_a_partition_switches_nothing(
+def test_a_lost_race_for_a_partition_publishes_nothing(
     lake: SparkEngine, tmp_path: Path, first_publish: bool
 ) -> None:
-    """Two writers read the same pointer of a partition (none yet, or the first publish's);
-    the one that swaps second fails, and the partition holds exactly the winner's rows."""
+    """Two processes publish one partition (its first publish, or a later one); the one whose
+    main moved meanwhile fails, and the partition holds exactly the winner's rows."""
     if not first_publish:
         publish(lake, DAY1_ROWS, "att-before")
-    loser = lake.handle()
+    loser = open_spark(tmp_path / "lake")
     try:
-        seen = loser._catalog.pointers("events")
-        winner_rows = [(7, "2025-01-01 07:00:00", "won", "7.00")]
-        publish(lake, winner_rows, "att-winner")
-        # the loser still believes what it read before the winner's swap
-        loser._catalog.pointers = lambda *_: dict(seen)  # type: ignore[method-assign]
-        with pytest.raises(EngineError, match="another writer"):
-            publish(loser, [(8, "2025-01-01 08:00:00", "lost", "8.00")], "att-loser")
-        assert current(lake) == expected_content(lake, winner_rows)
+        meanwhile(loser, lambda: publish(lake, WINNER_ROWS, "att-winner"))
+        with pytest.raises(EngineError, match="published by another writer meanwhile"):
+            publish(loser, LOSER_ROWS, "att-loser")
+        assert current(lake) == expected_content(lake, WINNER_ROWS)
         assert set(lake.markers(["att-winner", "att-loser"])) == {"att-winner"}
-        # the loser's directory is gone; the winner's is the one the pointer names
-        [directory] = lake._catalog.pointers("events").values()
-        assert "att-winner" in directory
-        written = [p.name for p in (tmp_path / "lake" / "events").glob("publish-*")]
-        assert not [name for name in written if "att-loser" in name]
+        # the loser's files are gone, and so is its branch
+        written = [p.name for p in (tmp_path / "lake").rglob("*att-loser*")]
+        assert written == []
+        assert list(lake.tables.load("events").refs()) == ["main"]
     finally:
+        loser.drop_staging()
         loser.close()
 
 
-def test_a_crashed_publish_leaves_only_garbage(lake: SparkEngine, tmp_path: Path) -> None:
-    """A directory written but never switched to (a writer killed before its swap) is read by
-    nobody: the table is what the pointers name."""
+def test_publishes_of_different_partitions_both_land(lake: SparkEngine, tmp_path: Path) -> None:
+    other = open_spark(tmp_path / "lake")
+    day2_rows = [(9, "2025-01-02 09:00:00", "second", "9.00")]
+    try:
+        publish(lake, DAY1_ROWS, "att-first")
+        meanwhile(other, lambda: publish(lake, day2_rows, "att-day2", DAY2))
+        publish(other, WINNER_ROWS, "att-day1-again")
+        assert current(lake) == expected_content(lake, WINNER_ROWS + day2_rows)
+        assert set(lake.markers(["att-day2", "att-day1-again"])) == {"att-day2", "att-day1-again"}
+    finally:
+        other.drop_staging()
+        other.close()
+
+
+def test_files_no_snapshot_references_are_read_by_nobody(lake: SparkEngine) -> None:
+    """Files written but never committed (a writer killed before main moved) are never read:
+    the table is what main's snapshot lists."""
     publish(lake, DAY1_ROWS, "att-published")
-    table = tmp_path / "lake" / "events"
-    [partition] = table.glob("publish-*/tidegate_slot=*")
-    shutil.copytree(partition, table / "publish-att-crashed-000000000000" / partition.name)
+    written = lake.tables.data_files(lake.tables.load("events"), _main(lake), _EVERY)
+    stray = Path(written[0]).with_name("part-crashed.parquet")
+    shutil.copyfile(written[0], stray)
     assert current(lake) == expected_content(lake, DAY1_ROWS)
 
 
 @pytest.mark.postgres
 def test_a_catalog_in_postgresql_is_shared_by_writers(tmp_path: Path) -> None:
-    """Two engines on one location with the catalog in PostgreSQL (as on two machines): what
-    one publishes the other reads, and a stale writer loses its race there too."""
-    with fresh_database() as dsn:
-        layout = Layout(str(tmp_path / "lake"))
-        place = catalog_place(layout.root, None, dsn, None)
-        first, second = SparkEngine(LOCAL, layout, place), SparkEngine(LOCAL, layout, place)
-        try:
-            seen = second._catalog.pointers("events")
-            publish(first, DAY1_ROWS, "att-first")
-            assert current(second) == expected_content(second, DAY1_ROWS)
-            assert set(second.markers(["att-first"])) == {"att-first"}
-            second._catalog.pointers = lambda *_: dict(seen)  # type: ignore[method-assign]
-            with pytest.raises(EngineError, match="another writer"):
-                publish(second, [(8, "2025-01-01 08:00:00", "late", "8.00")], "att-second")
-            assert current(first) == expected_content(first, DAY1_ROWS)
-        finally:
-            for engine in (first, second):
-                engine.drop_staging()
-                engine.close()
+    """Two engines on one folder with the catalog and the fences in PostgreSQL (as on two
+    machines): what one publishes the other reads, and a writer that loses its race publishes
+    nothing there too."""
+    place = postgres_place(tmp_path)
+    first = open_spark(tmp_path / "lake", place=place, fences_dsn=SERVER)
+    second = open_spark(tmp_path / "lake", place=place, fences_dsn=SERVER)
+    try:
+        publish(first, DAY1_ROWS, "att-first")
+        assert current(second) == expected_content(second, DAY1_ROWS)
+        assert set(second.markers(["att-first"])) == {"att-first"}
+        meanwhile(second, lambda: publish(first, WINNER_ROWS, "att-winner"))
+        with pytest.raises(EngineError, match="another writer"):
+            publish(second, LOSER_ROWS, "att-second")
+        assert current(first) == expected_content(first, WINNER_ROWS)
+    finally:
+        for engine in (first, second):
+            engine.drop_staging()
+            engine.close()
+        drop_namespace(place)
+
+
+def _main(engine: SparkEngine) -> int:
+    table = engine.tables.load("events")
+    assert table is not None and table.metadata.current_snapshot_id is not None
+    return int(table.metadata.current_snapshot_id)
+
+
+_EVERY = AlwaysTrue()
 
 
 # --- cancellation ---------------------------------------------------------------------------------

@@ -7,16 +7,13 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tests.engines.postgres_kit import SERVER
 from tests.kit import build_and_deploy, example_project
 from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine
 from tidegate.engines.iceberg_place import CATALOG_FILE, catalog_uri
 from tidegate.engines.iceberg_tables import IcebergTables, Place
-
-if TYPE_CHECKING:
-    from tidegate.engines.spark_iceberg import SparkIcebergEngine
 
 
 def sqlite_place(folder: Path, namespace: str = "default") -> Place:
@@ -36,22 +33,6 @@ def postgres_place(folder: Path) -> Place:
 def iceberg_engine(folder: Path, place: Place | None = None) -> DuckDBIcebergEngine:
     place = place or sqlite_place(folder)
     return DuckDBIcebergEngine(folder / "warehouse.duckdb", IcebergTables(place))
-
-
-def spark_iceberg_engine(folder: Path, place: Place | None = None) -> SparkIcebergEngine:
-    """Spark (the tests' one session) publishing into Iceberg tables; the fences in a SQLite
-    file of the folder."""
-    from tests.engines.spark_kit import LOCAL
-    from tidegate.engines.spark_catalog import catalog_place
-    from tidegate.engines.spark_iceberg import SparkIcebergEngine
-    from tidegate.engines.spark_layout import Layout
-    from tidegate.engines.spark_settings import FENCES_FILE
-
-    place = place or sqlite_place(folder)
-    lake = folder / "lake"
-    layout = Layout(str(lake.resolve()))
-    fences = catalog_place(layout.root, lake / FENCES_FILE, None, None)
-    return SparkIcebergEngine(LOCAL, layout, fences, IcebergTables(place, one_writer=False))
 
 
 def drop_namespace(place: Place) -> None:
@@ -92,11 +73,11 @@ def iceberg_project(target: Path, rows_per_day: int = 20, deploy: bool = True) -
 
 
 @contextlib.contextmanager
-def outside_catalog(project: Path) -> Iterator[Any]:
+def outside_catalog(project: Path, folder: str = "lake") -> Iterator[Any]:
     """The project's catalog opened by pyiceberg alone, as any other Iceberg reader would."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    lake = (project / "lake").resolve()
+    lake = (project / folder).resolve()
     catalog = SqlCatalog(
         "tidegate", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=lake.as_uri()
     )

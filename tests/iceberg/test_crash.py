@@ -67,12 +67,14 @@ def branches(project: Path) -> list[str]:
     return sorted(found)
 
 
-def main_markers(project: Path) -> list[tuple[Any, ...]]:
+def main_markers(
+    project: Path, folder: str = "lake", namespace: str = NAMESPACE
+) -> list[tuple[Any, ...]]:
     """The markers named by main's snapshots (a branch's are not published), as
     (partition_start, attempt_id, run_id, version_id, checksum, published_at)."""
     found: list[tuple[Any, ...]] = []
-    with outside_catalog(project) as catalog:
-        table = catalog.load_table((NAMESPACE, MODEL))
+    with outside_catalog(project, folder) as catalog:
+        table = catalog.load_table((namespace, MODEL))
         snapshot = table.current_snapshot()
         while snapshot is not None:
             text = (snapshot.summary.additional_properties if snapshot.summary else {}).get(

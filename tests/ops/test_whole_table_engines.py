@@ -1,5 +1,5 @@
 """A whole-table model end to end on the server and lake warehouses: PostgreSQL replaces its
-rows in one transaction, Spark switches its one pointer; both record, verify and lend it to a
+rows in one transaction, Spark moves its Iceberg table's main; both record, verify and lend it to a
 daily model like a partition."""
 
 from __future__ import annotations

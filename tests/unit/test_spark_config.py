@@ -1,6 +1,7 @@
-"""[warehouse] engine = "spark": a master or a Spark Connect server, a location, and a catalog
-(a SQLite file under the location, or a PostgreSQL database named without its password).
-Every bad combination is one line; a project without pyspark gets a one-line hint."""
+"""[warehouse] engine = "spark": a master or a Spark Connect server, the Iceberg tables' folder,
+and a catalog (a SQLite file in the folder, or a PostgreSQL database named without its password).
+Every bad combination is one line; a project without pyspark gets a one-line hint; a warehouse
+left in Spark's retired format of Parquet folders and pointers is refused in one line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit import tidegate
+from tidegate.engines.iceberg_place import iceberg_place
 from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_settings import spark_warehouse
 from tidegate.project.config import read_project_file
@@ -24,35 +26,63 @@ def project_with(tmp_path: Path, warehouse: str) -> Path:
     return tmp_path
 
 
-def test_a_spark_warehouse_by_default_is_local_with_its_catalog_beside_the_data(
+def test_a_spark_warehouse_by_default_is_local_with_its_catalog_in_the_folder(
     tmp_path: Path,
 ) -> None:
     project = project_with(tmp_path, 'engine = "spark"\nconf = { "spark.executor.cores" = 2 }')
     settings = read_project_file(project).warehouse
-    session, layout, catalog = spark_warehouse(project, settings)
+    assert settings.tables == "iceberg"
+    session, layout, fences = spark_warehouse(project, settings)
     assert (session.master, session.remote) == ("local[2]", None)
-    assert layout == Layout(str(project.resolve() / "warehouse"))
+    assert layout == Layout(str(project.resolve() / "lake"))
     assert session.conf == {
         "spark.sql.warehouse.dir": layout.path("_tidegate/spark-sql"),
         "spark.executor.cores": "2",
     }
-    assert catalog.sqlite == project.resolve() / "warehouse" / "_tidegate" / "catalog.sqlite"
+    assert fences.sqlite == project.resolve() / "lake" / "_tidegate" / "fences.sqlite"
+    assert (
+        iceberg_place(project, settings).catalog_file == project.resolve() / "lake" / "catalog.db"
+    )
 
 
-def test_a_spark_connect_warehouse_at_a_uri_with_a_shared_catalog(
+def test_a_spark_connect_warehouse_with_a_shared_catalog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LAKE_CATALOG_PASSWORD", SECRET)
     project = project_with(
         tmp_path,
-        'engine = "spark"\nremote = "sc://spark.internal:15002"\nlocation = "s3a://lake/wh"\n'
+        'engine = "spark"\nremote = "sc://spark.internal:15002"\nlocation = "/mnt/lake"\n'
         'catalog = "postgresql://etl@db.internal/lake"\npassword_env = "LAKE_CATALOG_PASSWORD"',
     )
-    session, layout, catalog = spark_warehouse(project, read_project_file(project).warehouse)
+    session, layout, fences = spark_warehouse(project, read_project_file(project).warehouse)
     assert (session.master, session.remote) == (None, "sc://spark.internal:15002")
-    assert layout.root == "s3a://lake/wh" and layout.local is None
-    assert (catalog.dsn, catalog.password) == ("postgresql://etl@db.internal/lake", SECRET)
-    assert SECRET not in repr(catalog)
+    assert layout.root == "/mnt/lake"
+    # the fences live in the catalog's database
+    assert (fences.dsn, fences.password) == ("postgresql://etl@db.internal/lake", SECRET)
+    assert SECRET not in repr(fences)
+
+
+@pytest.mark.parametrize("location", ["", 'location = "old"\n'])
+def test_a_warehouse_in_the_retired_format_is_refused_in_one_line(
+    tmp_path: Path, location: str
+) -> None:
+    """The former default location (`warehouse/`), or the given one, holding the pointer
+    catalog of Spark's retired format: one line saying how to move to Iceberg tables."""
+    project = project_with(tmp_path, f'engine = "spark"\n{location}')
+    folder = project / ("old" if location else "warehouse") / "_tidegate"
+    folder.mkdir(parents=True)
+    (folder / "catalog.sqlite").write_bytes(b"")
+    (project / "models" / "m.sql").write_text(
+        '/* tidegate\ngrain = "key"\nkey_column = "k"\nkeys = ["a"]\n\n[columns]\n'
+        'k = "VARCHAR NOT NULL"\n*/\nSELECT CAST($key AS VARCHAR) AS k\n'
+    )
+    assert tidegate("build", "--project", project).exit_code == 0
+    result = tidegate("deploy", "m", "--project", project)
+    assert result.exit_code == 2
+    [error] = result.stderr.splitlines()
+    assert "pointers of Spark's former tables" in error
+    assert "backfill the models into it" in error
+    assert not (project / "lake").exists()
 
 
 @pytest.mark.parametrize(
@@ -63,9 +93,10 @@ def test_a_spark_connect_warehouse_at_a_uri_with_a_shared_catalog(
         (f'engine = "spark"\ncatalog = "postgresql://etl:{SECRET}@db/lake"', "password"),
         ('engine = "spark"\ncatalog = "mysql://etl@db/lake"', "must be postgresql://"),
         ('engine = "spark"\npassword_env = "P"', "password_env is for a catalog in PostgreSQL"),
-        ('engine = "spark"\nlocation = "s3a://lake/wh"', "needs catalog"),
-        ('engine = "spark"\npath = "w.duckdb"', 'path is for engine = "duckdb"'),
-        ('engine = "spark"\ndsn = "postgresql://e@db/l"', 'dsn is for engine = "postgres"'),
+        ('engine = "spark"\nlocation = "s3a://lake/wh"', "location must be a folder"),
+        ('engine = "spark"\ntables = "engine"', 'publishes Iceberg tables: tables = "iceberg"'),
+        ('engine = "spark"\npath = "w.duckdb"', 'path is not a key of engine = "spark"'),
+        ('engine = "spark"\ndsn = "postgresql://e@db/l"', 'dsn is not a key of engine = "spark"'),
         ('master = "local[2]"', 'master is for engine = "spark"'),
         ('engine = "postgres"\ndsn = "postgresql://e@db/l"\nlocation = "x"', "location"),
     ],

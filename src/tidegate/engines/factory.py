@@ -76,25 +76,18 @@ def open_engine(
 
 def open_markers(project: Project) -> MarkerReader | None:
     """The warehouse's commit markers, read-only and as cheaply as they can be read: a Spark
-    warehouse's catalog without starting Spark. None when the warehouse was never written (no
-    DuckDB file, no Spark catalog file): it holds no marker. Raises BusyError when a writer
+    warehouse's Iceberg catalog without starting Spark. None when the warehouse was never
+    written (no DuckDB file, no catalog file): it holds no marker. Raises BusyError when a writer
     holds the DuckDB file, UsageError when the warehouse cannot be reached."""
     settings = project.settings.warehouse
     if settings.engine == "duckdb" and not project.warehouse_path.exists():
         return None
     if settings.engine != "spark":
         return open_engine(project, wait=False, read_only=True)
-    if settings.tables == "iceberg":
-        lake = _iceberg_place(project)
-        if lake.catalog_file is not None and not lake.catalog_file.exists():
-            return None
-        return _iceberg_tables(project, read_only=True, one_writer=False)
-    from tidegate.engines.spark_settings import spark_warehouse
-
-    _, _, place = spark_warehouse(project.root, settings)
-    if place.sqlite is not None and not place.sqlite.exists():
+    lake = _iceberg_place(project)
+    if lake.catalog_file is not None and not lake.catalog_file.exists():
         return None
-    return place.open()
+    return _iceberg_tables(project, read_only=True, one_writer=False)
 
 
 def shares_writes(project: Project) -> bool:
@@ -103,8 +96,8 @@ def shares_writes(project: Project) -> bool:
 
 
 def _open_spark(project: Project, read_only: bool) -> Engine:
-    """Spark takes no writer lock (several processes may publish, each swap a compare-and-swap
-    of the catalog): `wait` has nothing to wait for."""
+    """Spark takes no writer lock (several processes may publish, each move of main a
+    compare-and-swap of the catalog): `wait` has nothing to wait for."""
     try:
         from tidegate.engines.spark import SparkEngine
     except ImportError as error:
@@ -113,13 +106,9 @@ def _open_spark(project: Project, read_only: bool) -> Engine:
         raise UsageError(SPARK_HINT) from None
     from tidegate.engines.spark_settings import spark_warehouse
 
-    session, layout, catalog = spark_warehouse(project.root, project.settings.warehouse)
-    if project.settings.warehouse.tables == "iceberg":
-        from tidegate.engines.spark_iceberg import SparkIcebergEngine
-
-        tables = _iceberg_tables(project, read_only, one_writer=False)
-        return SparkIcebergEngine(session, layout, catalog, tables, read_only=read_only)
-    return SparkEngine(session, layout, catalog, read_only=read_only)
+    session, layout, fences = spark_warehouse(project.root, project.settings.warehouse)
+    tables = _iceberg_tables(project, read_only, one_writer=False)
+    return SparkEngine(session, layout, fences, tables, read_only=read_only)
 
 
 def _iceberg_tables(project: Project, read_only: bool, one_writer: bool = True) -> IcebergTables:

@@ -199,8 +199,17 @@ class IcebergTables:
         return table
 
     def drop(self, name: str, schema: str | None = None) -> None:
-        """Drop a table (a failed first publish's), and its files' metadata from the catalog."""
+        """Drop a table a failed first publish created, and its files' metadata from the
+        catalog — unless another writer published into it meanwhile or is publishing (main
+        moved past its empty first snapshot, or a branch other than main): then it stays."""
         identifier = self.identifier(name, schema)
+        table = self._read(identifier)
+        if table is not None:
+            current = table.current_snapshot()
+            untouched = current is not None and current.parent_snapshot_id is None
+            if not untouched or set(table.refs()) != {"main"}:
+                self._loaded[identifier] = table
+                return
         with contextlib.suppress(NoSuchTableError):
             self._catalog.purge_table(identifier)
         self._loaded[identifier] = None
@@ -245,9 +254,10 @@ class IcebergTables:
                     table, rows, column, bounds, markers, audit, written, holding
                 )
                 table.refresh()
-            except (OSError, ValueError, CommitFailedException) as error:
+            except (OSError, ValueError, CommitFailedException, NoSuchTableError) as error:
                 # a file that cannot be written (a full disk), rows the table's schema does not
-                # take, a commit the catalog refused: this publish fails, nothing was published
+                # take, a commit the catalog refused, a table another writer's failed first
+                # publish dropped: this publish fails, nothing was published
                 raise EngineError(
                     f"iceberg: {'.'.join(table.name())}: {_first_line(error)}; nothing was "
                     "published"

@@ -1,11 +1,11 @@
-"""Spark: a warehouse of Parquet directories, computed by Spark (docs/design.md §7).
+"""Spark: models computed by Spark, published into Apache Iceberg tables (docs/engines/spark.md).
 
 Models are written in the project dialect (DuckDB's) and transpiled with sqlglot; partition
 bounds are bound by `spark.sql(text, args=...)`. Staged rows are cached temporary views of the
 process's session, which no other process sees and a crash takes along. Published tables are
-addressed by path: a publish writes a fresh directory, one subdirectory per partition, and
-switches the catalog's pointers to them with compare-and-swap (spark_publish.py), so several
-processes may write different partitions of one warehouse, and a lost race changes nothing.
+Iceberg tables of a SQL catalog, read through views over the files of main's snapshot; a
+publish (spark_publish.py) goes through a branch of the attempt's own, so several processes and
+machines publish side by side and a lost race publishes nothing.
 """
 
 from __future__ import annotations
@@ -14,14 +14,19 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
+
+from pyiceberg.expressions import AlwaysTrue
 
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column
-from tidegate.engines.base import EVERY, Capabilities, CommitMarker
-from tidegate.engines.spark_catalog import Catalog, CatalogPlace
+from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Target
+from tidegate.engines.iceberg_tables import IcebergTables
+from tidegate.engines.iceberg_types import window_filter
+from tidegate.engines.spark_fences import FencesPlace
 from tidegate.engines.spark_layout import Layout
-from tidegate.engines.spark_publish import SparkPublish
+from tidegate.engines.spark_publish import SparkPublish, table_columns
 from tidegate.engines.spark_session import SessionSettings, cancel_jobs, spark_session, tag_jobs
 from tidegate.engines.spark_views import Views
 from tidegate.engines.sql_queries import Params
@@ -50,27 +55,45 @@ class _Fetched:
 
 class SparkEngine(SparkPublish):
     name = "spark"
-    # publish is one compare-and-swap of the catalog; processes may write side by side
-    capabilities = Capabilities(transactional_publish=True, single_writer_process=False)
+    # main moves by compare-and-swap of the catalog; processes may write side by side
+    capabilities = Capabilities(
+        transactional_publish=True, single_writer_process=False, restores=True
+    )
 
     def __init__(
         self,
         session: SessionSettings,
         layout: Layout,
-        catalog: CatalogPlace,
+        fences: FencesPlace,
+        tables: IcebergTables,
         read_only: bool = False,
     ) -> None:
         self.settings = session
         self.layout = layout
-        self.place = catalog
+        self.place = fences
+        self.tables = tables
+        self._owns_tables = True
+        # per table: the metadata file its view's files were read from, and them
+        self._files: dict[tuple[str, str | None], tuple[str, list[Column], tuple[str, ...]]] = {}
         self._read_only = read_only
-        self._spark = spark_session(session)
+        try:
+            self._fences = fences.open()
+        except BaseException:
+            tables.close()
+            raise
+        try:
+            # a catalog in PostgreSQL may still hold the retired format's pointers
+            self._fences.refuse_pointers(fences.label)
+            self._spark = spark_session(session)
+        except BaseException:
+            self._fences.close()
+            tables.close()
+            raise
         views = _VIEWS.get(layout.root)
         if views is None or views.session is not self._spark:
             views = _VIEWS[layout.root] = Views(self._spark, layout)
         views.forget_sources()
         self._views = views
-        self._catalog: Catalog = catalog.open()
         self._open()
 
     def _open(self) -> None:
@@ -148,13 +171,19 @@ class SparkEngine(SparkPublish):
     def _published(
         self, name: str, schema: str | None
     ) -> tuple[list[Column], tuple[str, ...]] | None:
-        """A published table's columns and the directories its pointers name (an empty
-        partition names none)."""
-        columns = self._catalog.columns(name, schema)
-        if columns is None:
+        """A published table's columns and the data files of main's snapshot (read again only
+        when the table's metadata changed)."""
+        table = self._table(name, schema)
+        if table is None:
             return None
-        pointers = self._catalog.pointers(name, schema).values()
-        return columns, tuple(sorted(self.layout.path(d) for d in pointers if d))
+        known = self._files.get((name, schema))
+        if known is not None and known[0] == table.metadata_location:
+            return known[1], known[2]
+        columns = table_columns(table)
+        snapshot = table.metadata.current_snapshot_id
+        files = () if snapshot is None else tuple(self.tables.data_files(table, snapshot, _ALL))
+        self._files[(name, schema)] = (table.metadata_location, columns, files)
+        return columns, files
 
     def _all_columns(self, table: str, staged: bool = False) -> list[str]:
         source = spark_sql.staged(table) if staged else sql.table(table)
@@ -248,22 +277,45 @@ class SparkEngine(SparkPublish):
             except Exception as error:
                 raise self._failure(error) from error
 
+    def stage_restored(
+        self, staging: str, target: Target, attempt_id: str, bounds: Mapping[str, Any]
+    ) -> None:
+        table = self._table(target.name, target.schema)
+        snapshot = None if table is None else self.tables.snapshot_of(table, attempt_id)
+        if table is None or snapshot is None:
+            raise EngineError(
+                f"iceberg: {target.name} holds no snapshot of attempt {attempt_id} (it never "
+                "published there, or `tidegate maintain` expired it)"
+            )
+        window = window_filter(table.schema(), target.partition_column, bounds)
+        files = self.tables.data_files(table, snapshot.snapshot_id, window)
+        gone = [f for f in files if not Path(f).exists()]
+        if gone:
+            raise EngineError(
+                f"iceberg: the files attempt {attempt_id} wrote are gone ({gone[0]}); "
+                f"recompute with `tidegate rerun {target.name} --partitions …`"
+            )
+        self.drop_staging(staging)
+        self._stage_frame(staging, self._views.frame(target.columns, files))
+
     def markers(self, attempt_ids: Sequence[str]) -> dict[str, CommitMarker]:
-        return self._catalog.markers(attempt_ids)
+        return self.tables.markers(attempt_ids)
 
     def markers_of(
         self, model: str, start: int = EVERY[0], end: int = EVERY[1]
     ) -> list[CommitMarker]:
-        return self._catalog.markers_of(model, start, end)
+        return self.tables.markers_of(model, start, end)
 
     def handle(self) -> SparkEngine:
         """Another handle on the same warehouse for a worker thread: the process's session,
-        its own catalog connection and its own job tag (what `interrupt` cancels)."""
-        twin = type(self).__new__(type(self))
+        its catalog, its own fences connection and its own job tag (what `interrupt`
+        cancels)."""
+        twin = SparkEngine.__new__(SparkEngine)
         twin.settings, twin.layout, twin.place = self.settings, self.layout, self.place
+        twin.tables, twin._files, twin._owns_tables = self.tables, self._files, False
         twin._read_only = self._read_only
         twin._spark, twin._views = self._spark, self._views
-        twin._catalog = self.place.open()
+        twin._fences = self.place.open()
         twin._open()
         return twin
 
@@ -286,7 +338,12 @@ class SparkEngine(SparkPublish):
         # the session stays for the process's other handles; it ends with the process
         if not self._closed:
             self._closed = True
-            self._catalog.close()
+            self._fences.close()
+            if self._owns_tables:
+                self.tables.close()
+
+
+_ALL = AlwaysTrue()
 
 
 def _utc(moment: datetime) -> datetime:

@@ -1,56 +1,66 @@
-"""Spark's publish, atomic without a table format (docs/design.md §7): the new rows of every
-partition of the window (by the write mode) are written in one Spark job into a fresh directory, one
-subdirectory per partition; once the job is complete, one catalog transaction switches the
-partitions' pointers by compare-and-swap and inserts the markers.
+"""Spark's publish into Iceberg tables (docs/engines/spark.md): the new rows of every partition
+of the window (by the write mode) are written in one Spark job as Parquet files under the table's
+folder, one directory per partition; the Iceberg catalog adds those files on a branch of the
+attempt's own (iceberg_tables.py), Spark audits the files the branch holds against what was
+staged, and main moves while the lease's fence is held.
 
-A crash before the switch leaves only directories no pointer names; a writer that lost the race
-for a partition (another switched its pointer after this one read it) switches nothing.
+A crash before main moves leaves a branch no reader follows and files no snapshot of main
+references (`tidegate maintain` removes both once older than `keep`); a writer that lost the race
+for a partition publishes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import shutil
+import uuid
 from abc import abstractmethod
 from calendar import timegm
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from tidegate.crash import crash_point
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
 from tidegate.domain.model import Column, WriteMode
-from tidegate.domain.partitions import WHOLE_LABEL
+from tidegate.engines.arrow_types import arrow_type
 from tidegate.engines.base import CommitMarker, Fence, Target
-from tidegate.engines.spark_catalog import EMPTY, Catalog, Swap
-from tidegate.engines.spark_layout import Layout
+from tidegate.engines.iceberg_tables import (
+    MODEL_PROPERTY,
+    DataFiles,
+    IcebergTables,
+    refuse_incomplete,
+    tables_folder,
+)
+from tidegate.engines.iceberg_types import duckdb_type
+from tidegate.engines.spark_fences import Fences
 from tidegate.engines.spark_views import Views
 from tidegate.engines.sql_queries import Params, SqlQueries
 from tidegate.sql import spark as spark_sql
 from tidegate.sql import statements as sql
 from tidegate.sql import write_modes as write_sql
+from tidegate.sql.model_sql import SqlProblem, parse_type
 from tidegate.sql.spark import SLOT_COLUMN, SPARK
 
-# The staging name a just-written directory is read under (no staging slot takes it: the
+# The staging name a just-written folder is read under (no staging slot takes it: the
 # executor's names are identifiers). The publisher of a process is serial.
 WRITTEN = "tidegate:written"
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """One partition a publish writes: its pointer's slot in the catalog, its start (the
-    value of the slot column its rows carry), and its marker's attempt."""
-
-    slot: str
-    start: int
-    attempt_id: str | None = None
+# where a publish writes its files in a table's folder (Iceberg's own writers use data/)
+WRITTEN_FOLDER = "data/tidegate"
+# the columns a model declares without NULLs: Spark's files declare every column optional, and
+# Iceberg adds only files whose columns are as required as the table's
+REQUIRED_PROPERTY = "tidegate.required"
 
 
 class SparkPublish(SqlQueries):
-    """The publish of SparkEngine, which provides the session, views, catalog and layout."""
+    """The publish of SparkEngine, which provides the session, views, tables and fences."""
 
-    layout: Layout
-    _catalog: Catalog
+    tables: IcebergTables
+    _fences: Fences
     _views: Views
     _read_only: bool
 
@@ -63,6 +73,14 @@ class SparkPublish(SqlQueries):
     @abstractmethod
     def _busy(self) -> AbstractContextManager[None]: ...
 
+    def _table(self, name: str, schema: str | None) -> Any:
+        """The model's Iceberg table as the catalog holds it now, or None (a table of that name
+        that no model publishes is not tidegate's)."""
+        table = self.tables.load(name, schema)
+        if table is None or table.properties.get(MODEL_PROPERTY) != name:
+            return None
+        return table
+
     def publish(
         self,
         target: Target,
@@ -73,44 +91,107 @@ class SparkPublish(SqlQueries):
     ) -> dict[int, Checksum]:
         if self._read_only:
             raise EngineError("spark: this warehouse was opened read-only")
+        if target.cursor:
+            raise EngineError("spark: cursor models publish into DuckDB and PostgreSQL only")
         if target.write_mode is WriteMode.MERGE and not target.unique_key:
             raise ValueError(f"{target.name}: a merge matches rows by a unique key; none given")
+        refuse_incomplete(markers)
         if target.write_mode is WriteMode.APPEND and not target.unique_key:
-            self._refuse_republish(markers)
-        existing = self._catalog.columns(target.name, target.schema)
-        columns = _evolved(target.columns, existing)
-        slots = publish_slots(target, bounds, markers)
-        # what each partition held when this writer looked: the compare of the swap
-        expected = self._catalog.pointers(target.name, target.schema)
-        first = markers[0].attempt_id if markers else "unmarked"
-        written = self.layout.publish(target.name, target.schema, first)
+            self.tables.refuse_republished(target.name, target.schema, markers)
+        created = self.tables.load(target.name, target.schema) is None
+        table = self._table_for(target, markers)
+        columns = table_columns(table)
+        folder = self._folder(table, markers)
         try:
-            path = self.layout.path(written)
-            self._write(target, staging, columns, existing, slots, bounds, path)
-            present = self.layout.present(written, [s.start for s in slots], self._views)
-            directories = {
-                s.slot: self.layout.slot(written, s.start) if s.start in present else EMPTY
-                for s in slots
-            }
-            content = {}
+            self._write(
+                target, staging, columns, None if created else columns, bounds, markers, folder
+            )
+            files = _parquet_files(folder)
+            content: dict[int, Checksum] = {}
+            expected: dict[int, Checksum] = {}
             if target.write_mode is not WriteMode.OVERWRITE and markers:
-                paths = [self.layout.path(d) for d in directories.values() if d]
-                content = self._content(target, columns, bounds, markers, paths)
-            if content:
+                # what the window holds as written: the published rows and the staged ones
+                content = expected = self._content(target, columns, bounds, markers, files)
                 markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
-            swaps = [
-                Swap(s.slot, expected.get(s.slot), directories[s.slot], s.attempt_id) for s in slots
-            ]
-            self._catalog.swap(target.name, target.schema, columns, swaps, markers, fence)
+            elif markers:
+                expected = self._measure(target, bounds, markers, staging)
+
+            def audit(branch_files: list[str]) -> None:
+                self._audit(target, columns, bounds, markers, expected, branch_files)
+
+            holding: Any = nullcontext
+            if fence is not None:
+
+                def holding() -> AbstractContextManager[None]:
+                    return self._fences.holding(fence)
+
+            self.tables.publish(
+                table,
+                DataFiles(tuple(files)),
+                target.partition_column,
+                bounds,
+                markers,
+                audit,
+                written=lambda: crash_point("iceberg_branch_written"),
+                holding=holding,
+            )
         except BaseException:
-            self.layout.remove(written)
+            shutil.rmtree(folder, ignore_errors=True)
+            if created:  # a failed first publish leaves no table behind
+                self.tables.drop(target.name, target.schema)
             raise
         with contextlib.suppress(EngineError):
             self.drop_staging(staging)
         return content
 
     def raise_fence(self, fence: Fence) -> None:
-        self._catalog.raise_fence(fence)
+        self._fences.raise_fence(fence)
+
+    def _table_for(self, target: Target, markers: Sequence[CommitMarker]) -> Any:
+        """The model's Iceberg table, created (partitioned by the grain) or given the target's
+        new columns. Every Iceberg column is optional, as in Spark's files; which ones the
+        model declares without NULLs is the table's property."""
+        import pyarrow as pa
+
+        fields = []
+        for column in target.columns:
+            found = arrow_type(column.type)
+            if found is None:
+                raise EngineError(
+                    f"iceberg: {target.name}.{column.name} has type {column.type}, which an "
+                    "Iceberg table here cannot hold; cast it"
+                )
+            fields.append(pa.field(column.name, found))
+        arrow_schema = pa.schema(fields)
+        table = self.tables.load(target.name, target.schema)
+        if table is not None and table.properties.get(MODEL_PROPERTY) != target.name:
+            raise EngineError(
+                f"iceberg: the catalog holds a table {'.'.join(table.name())} that no model "
+                "publishes; tidegate publishes only into tables it made: rename the model"
+            )
+        if table is None:
+            grain = (
+                "key" if target.keyed else target.grain or (markers[0].grain if markers else None)
+            )
+            required = [c.name for c in target.columns if not c.nullable]
+            table = self.tables.create(
+                target.name,
+                target.schema,
+                arrow_schema,
+                [],
+                target.partition_column,
+                grain,
+                {MODEL_PROPERTY: target.name, REQUIRED_PROPERTY: json.dumps(required)},
+            )
+        return self.tables.evolve(table, arrow_schema)
+
+    def _folder(self, table: Any, markers: Sequence[CommitMarker]) -> str:
+        """A fresh folder of one publish in the table's, named after its first attempt."""
+        root = tables_folder(table.location())
+        if root is None:
+            raise EngineError(f"iceberg: the files of {'.'.join(table.name())} are not local")
+        attempt = markers[0].attempt_id if markers else "unmarked"
+        return f"{root.rstrip('/')}/{WRITTEN_FOLDER}-{attempt}-{uuid.uuid4().hex[:12]}"
 
     def _write(
         self,
@@ -118,12 +199,13 @@ class SparkPublish(SqlQueries):
         staging: str,
         columns: Sequence[Column],
         existing: Sequence[Column] | None,
-        slots: Sequence[_Slot],
         bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
         path: str,
     ) -> None:
-        """One Spark job: the window's new rows, a subdirectory of `path` per partition."""
-        grain = None if target.keyed or len(slots) == 1 else _grain(target)
+        """One Spark job: the window's new rows, typed as the table's `columns`, a folder of
+        `path` per partition (Iceberg reads each file's partition from its values)."""
+        grain = None if target.keyed or len(markers) <= 1 else target.grain or markers[0].grain
         statement = self._statement(
             ("publish rows", target, staging, tuple(columns), existing is None, grain),
             lambda: spark_sql.publish_rows(
@@ -139,7 +221,7 @@ class SparkPublish(SqlQueries):
                 target.unique_key,
             ),
         )
-        values = {**bounds, "slot": slots[0].start}
+        values = {**bounds, "slot": _first_start(target, bounds, markers)}
         with self._busy():
             frame = self._frame(statement, self._bind(values, statement))
             try:
@@ -147,16 +229,27 @@ class SparkPublish(SqlQueries):
             except Exception as error:
                 raise self._failure(error) from error
 
-    def _refuse_republish(self, markers: Sequence[CommitMarker]) -> None:
-        """Append without a unique key writes a partition once: one with a marker refuses."""
-        for model in sorted({m.model for m in markers}):
-            starts = sorted({m.partition_start for m in markers if m.model == model})
-            found = self._catalog.marked_starts(model, starts)
-            if found:
+    def _audit(
+        self,
+        target: Target,
+        columns: Sequence[Column],
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+        expected: Mapping[int, Checksum],
+        files: list[str],
+    ) -> None:
+        """The branch's files of the window hold exactly the rows written: their checksum per
+        partition, read by Spark, equals the staged one (for merge and append, the one of the
+        window's rows as written)."""
+        if not markers:
+            return
+        found = self._content(target, columns, bounds, markers, files)
+        for start, checksum in expected.items():
+            if found[start] != checksum:
                 raise EngineError(
-                    f"{model}: append without a unique key publishes a partition once; "
-                    f"{len(found)} of these partitions are published already, and appending "
-                    "again would duplicate their rows"
+                    f"iceberg: the files written for {target.name} do not hold the rows staged "
+                    f"(partition starting {start}: {found[start]} in the files, {checksum} "
+                    "staged); nothing was published"
                 )
 
     def _content(
@@ -167,8 +260,8 @@ class SparkPublish(SqlQueries):
         markers: Sequence[CommitMarker],
         paths: list[str],
     ) -> dict[int, Checksum]:
-        """The checksum of what each marked partition holds in these files or directories,
-        read in one pass (over the target's columns, like a staged partition's checksum)."""
+        """The checksum of what each marked partition holds in these files, read in one pass
+        (over the target's columns, like a staged partition's checksum)."""
         self._views.show(self._staged(WRITTEN), columns, paths)
         try:
             return self._measure(target, bounds, markers, WRITTEN)
@@ -195,31 +288,31 @@ class SparkPublish(SqlQueries):
         return {m.partition_start: measured.get(m.partition_start, Checksum(0, 0)) for m in markers}
 
 
-def _evolved(columns: Sequence[Column], existing: Sequence[Column] | None) -> list[Column]:
-    """The table's columns after this publish: the ones it had, then the target's new ones."""
-    if existing is None:
-        return list(columns)
-    known = {c.name for c in existing}
-    return [*existing, *[c for c in columns if c.name not in known]]
+def table_columns(table: Any) -> list[Column]:
+    """An Iceberg table's columns in the project's spelling; the model's required ones (the
+    table's property) without NULLs."""
+    required = set(json.loads(table.properties.get(REQUIRED_PROPERTY, "[]")))
+    columns = []
+    for field in table.schema().fields:
+        type_text = duckdb_type(field.field_type)
+        try:
+            columns.append(Column(field.name, parse_type(type_text), field.name not in required))
+        except SqlProblem:
+            raise EngineError(
+                f"iceberg: column {field.name} has type {type_text}, which tidegate cannot "
+                "name; cast it"
+            ) from None
+    return columns
 
 
-def publish_slots(
-    target: Target, bounds: Mapping[str, Any], markers: Sequence[CommitMarker]
-) -> list[_Slot]:
-    """The partitions a publish writes: one per marker; without markers (a shadow table of
-    `validate`), the window of `bounds` as one. A key list's partition is its key's; a whole
-    table's (no partition column) is its one partition's label."""
-    if target.keyed:
-        start = markers[0].partition_start if markers else 0
-        slot = str(bounds["key"]) if target.partition_column else WHOLE_LABEL
-        return [_Slot(slot, start, markers[0].attempt_id if markers else None)]
-    if not markers:
-        start = timegm(bounds["start"].timetuple())
-        return [_Slot(str(start), start)]
-    return [_Slot(str(m.partition_start), m.partition_start, m.attempt_id) for m in markers]
+def _first_start(target: Target, bounds: Mapping[str, Any], markers: Sequence[CommitMarker]) -> int:
+    """The partition a publish of one partition writes (the slot its rows carry): its marker's
+    start; without markers (a shadow table of `validate`), the window's."""
+    if markers:
+        return markers[0].partition_start
+    return timegm(bounds["start"].timetuple()) if "start" in bounds else 0
 
 
-def _grain(target: Target) -> str:
-    if target.grain is None:
-        raise ValueError(f"{target.name}: a publish of several time partitions needs the grain")
-    return target.grain
+def _parquet_files(folder: str) -> list[str]:
+    """The data files a Spark job wrote into a folder (not its markers and checksums)."""
+    return sorted(str(p) for p in Path(folder).rglob("*.parquet") if not p.name.startswith("."))

@@ -20,7 +20,6 @@ from tidegate.domain.model import Column
 from tidegate.engines.spark_layout import Layout
 from tidegate.project.config import IDENTIFIER
 from tidegate.sql import spark as spark_sql
-from tidegate.sql.spark import SLOT_COLUMN
 from tidegate.sql.statements import ident
 
 # A published table's columns and the paths Spark reads it from, by (name, schema); None: no
@@ -81,16 +80,6 @@ class Views:
         self.frame(columns, paths).createOrReplaceTempView(
             view.sql(dialect=spark_sql.SPARK_DIALECT)
         )
-
-    def slots_in(self, path: str) -> set[int]:
-        """The partitions a publish's directory at a URI holds (Spark lists it)."""
-        try:
-            found = self.session.read.parquet(path).select(SLOT_COLUMN).distinct().collect()
-        except Exception as error:
-            if "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error):
-                return set()
-            raise EngineError(f"spark: cannot list {path}: {_first_line(error)}") from None
-        return {int(row[0]) for row in found}
 
     def _register_source(self, name: str) -> None:
         where = self.layout.source(name)

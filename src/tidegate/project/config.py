@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -58,8 +58,8 @@ _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 class WarehouseSection(_Strict):
     """The warehouse: an embedded DuckDB file in the project (`path`, the default), a
-    PostgreSQL database (`engine = "postgres"`, `dsn`), or Parquet directories computed by
-    Spark (`engine = "spark"`, `location`, `master` or `remote`, `catalog`)."""
+    PostgreSQL database (`engine = "postgres"`, `dsn`), or Iceberg tables computed by Spark
+    (`engine = "spark"`, `location`, `master` or `remote`, `catalog`)."""
 
     engine: Literal["duckdb", "postgres", "spark"] = Field(
         default="duckdb",
@@ -103,22 +103,23 @@ class WarehouseSection(_Strict):
     location: str = Field(
         default="warehouse",
         min_length=1,
-        description="Spark: the warehouse's root directory: relative to the project, absolute, or "
-        "a URI Spark writes to (`s3a://bucket/lake`, `hdfs://…`; a URI needs `catalog`). "
-        "Iceberg: the folder of the tables' data and metadata files (default `lake`).",
+        description='Iceberg tables (Spark\'s, or `tables = "iceberg"`): the folder of the '
+        "tables' data and metadata files, relative to the project or absolute (default `lake`). "
+        "Spark reads its Parquet sources from folders in it.",
     )
     catalog: str | None = Field(
         default=None,
-        description="Spark: the database holding publish pointers and commit markers, "
-        "`postgresql://USER@HOST:PORT/DB`, shared by machines. Default: a SQLite file, "
-        "`<location>/_tidegate/catalog.sqlite`. Iceberg: the SQL catalog of the tables, "
-        '`"sqlite"` (the default: `<location>/catalog.db`) or `postgresql://USER@HOST:PORT/DB`.',
+        description='Iceberg tables (Spark\'s, or `tables = "iceberg"`): the SQL catalog of the '
+        'tables, `"sqlite"` (the default: `<location>/catalog.db`) or '
+        "`postgresql://USER@HOST:PORT/DB`, which machines share (Spark's workers keep their "
+        "leases' fences there too).",
     )
     tables: Literal["engine", "iceberg"] = Field(
         default="engine",
         description='What published tables are: the engine\'s own (`"engine"`), or Apache '
-        'Iceberg tables (`"iceberg"`, DuckDB or Spark; needs `tidegate[iceberg]`) in a catalog '
-        "every Iceberg reader opens, written through branches (write–audit–publish).",
+        'Iceberg tables (`"iceberg"`; needs `tidegate[iceberg]`) in a catalog every Iceberg '
+        "reader opens, written through branches (write–audit–publish). Spark publishes Iceberg "
+        "tables only (its default).",
     )
     namespace: str = Field(
         default="default",
@@ -179,6 +180,15 @@ class WarehouseSection(_Strict):
             raise _problem(f"{schema!r} is reserved")
         return schema
 
+    @model_validator(mode="before")
+    @classmethod
+    def _spark_tables(cls, given: Any) -> Any:
+        """Spark publishes Iceberg tables: `tables` says so unless given (and refused if given
+        otherwise, below)."""
+        if isinstance(given, dict) and given.get("engine") == "spark" and "tables" not in given:
+            return {**given, "tables": "iceberg"}
+        return given
+
     @model_validator(mode="after")
     def _engine_fields(self) -> WarehouseSection:
         given = {"schema" if name == "db_schema" else name for name in self.model_fields_set}
@@ -186,6 +196,12 @@ class WarehouseSection(_Strict):
         if self.tables == "iceberg":
             self._iceberg_fields(given)
             return self
+        if self.engine == "spark":
+            # Spark's own format of Parquet folders and pointers is retired
+            raise _problem(
+                'engine = "spark" publishes Iceberg tables: tables = "iceberg" (the default), '
+                'not "engine"'
+            )
         extra = sorted(given - ENGINE_KEYS[self.engine])
         for key in ("namespace", "keep"):
             if key in extra:
@@ -197,8 +213,6 @@ class WarehouseSection(_Strict):
             raise _problem(f'{extra[0]} is for engine = "{owner}", not "{self.engine}"')
         if self.engine == "postgres" and self.dsn is None:
             raise _problem('engine = "postgres" needs dsn = "postgresql://USER@HOST:PORT/DATABASE"')
-        if self.engine == "spark":
-            self._spark_fields(given)
         return self
 
     def _iceberg_fields(self, given: set[str]) -> None:
@@ -230,18 +244,6 @@ class WarehouseSection(_Strict):
     def keep_seconds(self) -> int:
         """Iceberg: `keep` in seconds."""
         return duration_seconds(self.keep)
-
-    def _spark_fields(self, given: set[str]) -> None:
-        if "master" in given and self.remote is not None:
-            raise _problem("master or remote (Spark Connect), not both")
-        if self.password_env is not None and self.catalog is None:
-            raise _problem("password_env is for a catalog in PostgreSQL (catalog = ...)")
-        remote_location = _URI.match(self.location) and not self.location.startswith("file://")
-        if remote_location and self.catalog is None:
-            raise _problem(
-                'a location at a URI needs catalog = "postgresql://USER@HOST:PORT/DB" '
-                "(the default catalog is a SQLite file under a local location)"
-            )
 
 
 def _problem(message: str) -> PydanticCustomError:
