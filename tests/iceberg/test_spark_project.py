@@ -5,12 +5,15 @@ undone by `restore` from the files the first run wrote; `verify` clean after it.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
-from datetime import date
+from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pytest
 
 from tests.engines.spark_kit import LOCATION, spark_project
@@ -115,3 +118,47 @@ def test_restore_undoes_a_bad_rerun_from_the_files_spark_wrote(tmp_path: Path) -
     assert [r for r in now if r[0] == "2025-01-02"] == [r for r in good if r[0] == "2025-01-02"]
     assert [r for r in now if r[0] != "2025-01-02"] == [r for r in doubled if r[0] != "2025-01-02"]
     assert "clean" in cli(project, "verify", "--checksums", "daily_revenue").stdout
+
+
+def test_an_iceberg_source_another_tool_writes_is_read_by_spark(tmp_path: Path) -> None:
+    """`[sources.orders] iceberg = "raw.orders"` on Spark: the orders as an Iceberg table of
+    the catalog, written by pyiceberg alone; Spark reads main's files, and a late row the other
+    tool appends is read by the next command."""
+    import pyarrow.parquet as pq
+
+    project = spark_project(tmp_path / "p", rows_per_day=ROWS_PER_DAY, more=ICEBERG)
+    days = days_between(date(2025, 1, 1), date(2025, 1, 3))
+    expected = oracle_rows(project, days)
+    orders = pq.read_table(orders_files(project)[0])
+    shutil.rmtree(project / LOCATION / "orders")
+    with outside_catalog(project) as catalog:
+        catalog.create_namespace("raw")
+        catalog.create_table("raw.orders", schema=orders.schema).append(orders)
+    config = project / "tidegate.toml"
+    config.write_text(
+        config.read_text().replace(
+            '[sources.orders]\ntable = "orders"\n', '[sources.orders]\niceberg = "raw.orders"\n'
+        )
+    )
+    cli(project, "build")
+    # a new version: its source changed; validated (its shadow read from the source) and deployed
+    cli(project, "validate", "daily_revenue", "--version", "v2")
+    cli(project, "deploy", "daily_revenue")
+    cli(project, "backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-03")
+    assert read_outside(project) == texts(expected)
+
+    with outside_catalog(project) as catalog:
+        table = catalog.load_table("raw.orders")
+        late = table.scan(limit=1).to_arrow().to_pylist()[0]
+        late.update(order_id=10**6, status="completed", gross_amount=Decimal("5.00"))
+        late.update(discount=Decimal("0.00"), refund=Decimal("0.00"))
+        late["order_ts"] = late["order_ts"].replace(year=2025, month=1, day=2, hour=12)
+        table.append(pa.Table.from_pylist([late], schema=table.schema().as_arrow()))
+    cli(project, "rerun", "daily_revenue", "--partitions", "2025-01-02")
+    completed = [r for r in read_outside(project) if r[:2] == ["2025-01-02", "completed"]]
+    before = [r for r in texts(expected) if r[:2] == ["2025-01-02", "completed"]]
+    assert int(completed[0][2]) == int(before[0][2]) + 1
+
+
+def days_between(first: date, last: date) -> set[date]:
+    return {first + timedelta(days=i) for i in range((last - first).days + 1)}

@@ -108,7 +108,8 @@ def _open_spark(project: Project, read_only: bool) -> Engine:
 
     session, layout, fences = spark_warehouse(project.root, project.settings.warehouse)
     tables = _iceberg_tables(project, read_only, one_writer=False)
-    return SparkEngine(session, layout, fences, tables, read_only=read_only)
+    sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
+    return SparkEngine(session, layout, fences, tables, read_only=read_only, sources=sources)
 
 
 def _iceberg_tables(project: Project, read_only: bool, one_writer: bool = True) -> IcebergTables:

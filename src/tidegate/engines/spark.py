@@ -19,7 +19,7 @@ from typing import Any
 
 from pyiceberg.expressions import AlwaysTrue
 
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.model import Column
 from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Target
 from tidegate.engines.iceberg_tables import IcebergTables
@@ -67,12 +67,15 @@ class SparkEngine(SparkPublish):
         fences: FencesPlace,
         tables: IcebergTables,
         read_only: bool = False,
+        sources: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = session
         self.layout = layout
         self.place = fences
         self.tables = tables
         self._owns_tables = True
+        # the Iceberg sources (source name: NAMESPACE.TABLE of the catalog)
+        self._sources = dict(sources or {})
         # per table: the metadata file its view's files were read from, and them
         self._files: dict[tuple[str, str | None], tuple[str, list[Column], tuple[str, ...]]] = {}
         self._read_only = read_only
@@ -84,6 +87,11 @@ class SparkEngine(SparkPublish):
         try:
             # a catalog in PostgreSQL may still hold the retired format's pointers
             self._fences.refuse_pointers(fences.label)
+            for name, identifier in sorted(self._sources.items()):
+                if tables.load_named(identifier) is None:
+                    raise UsageError(
+                        f"source {name}: the Iceberg catalog holds no table {identifier}"
+                    )
             self._spark = spark_session(session)
         except BaseException:
             self._fences.close()
@@ -171,10 +179,13 @@ class SparkEngine(SparkPublish):
     def _published(
         self, name: str, schema: str | None
     ) -> tuple[list[Column], tuple[str, ...]] | None:
-        """A published table's columns and the data files of main's snapshot (read again only
-        when the table's metadata changed)."""
-        table = self._table(name, schema)
+        """A published table's (or an Iceberg source's) columns and the data files of main's
+        snapshot, read again only when the table's metadata changed."""
+        source = self._sources.get(name) if schema is None else None
+        table = self._table(name, schema) if source is None else self.tables.load_named(source)
         if table is None:
+            if source is not None:
+                raise EngineError(f"source {name}: the Iceberg catalog holds no table {source}")
             return None
         known = self._files.get((name, schema))
         if known is not None and known[0] == table.metadata_location:
@@ -313,6 +324,7 @@ class SparkEngine(SparkPublish):
         twin = SparkEngine.__new__(SparkEngine)
         twin.settings, twin.layout, twin.place = self.settings, self.layout, self.place
         twin.tables, twin._files, twin._owns_tables = self.tables, self._files, False
+        twin._sources = self._sources
         twin._read_only = self._read_only
         twin._spark, twin._views = self._spark, self._views
         twin._fences = self.place.open()
