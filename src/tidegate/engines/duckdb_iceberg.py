@@ -10,13 +10,30 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import shutil
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.schema import sanitize_column_names
+from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
 
 from tidegate.crash import crash_point
 from tidegate.domain.checksum import Checksum
@@ -27,6 +44,8 @@ from tidegate.engines.duckdb import FILE_ACCESS_HINT, DuckDBEngine, duckdb_colum
 from tidegate.engines.iceberg_tables import (
     MODEL_PROPERTY,
     IcebergTables,
+    WrittenFiles,
+    local_path,
     refuse_incomplete,
     tables_folder,
 )
@@ -256,10 +275,15 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
         created = self.tables.load(target.name, target.schema) is None
         try:
-            rows = self._fetch_arrow(iceberg_sql.select_columns(sql.staged(rows_of), names), {})
+            # in the partition column's order: each partition's rows are one slice
+            select = iceberg_sql.select_columns(
+                sql.staged(rows_of), names, target.partition_column or None
+            )
+            rows = self._fetch_arrow(select, {})
             table = self._table_for(target, rows.schema, markers)
             rows = conform(rows, table.schema(), target.name)
             expected = self._checksums(rows_of, target, markers)
+            rows = self._data_files(table, rows, markers, expected)
 
             def audit(files: list[str]) -> None:
                 self._audit_branch(target, table, files, bounds, markers, expected)
@@ -290,6 +314,55 @@ class DuckDBIcebergEngine(DuckDBEngine):
         with contextlib.suppress(EngineError):
             self.drop_staging(staging)
         return content
+
+    def _data_files(
+        self,
+        table: Any,
+        rows: Any,
+        markers: Sequence[CommitMarker],
+        expected: Mapping[int, Checksum],
+    ) -> Any:
+        """The window's rows (conformed, in the partition column's order) written as Parquet
+        files under the table's folder, one per partition of the table's spec, as pyiceberg's
+        writer would write them: it would split the rows by partition with a filter each, and
+        open each file again for its statistics. The rows as they are (pyiceberg writes them)
+        where a file's partition could not be told from its statistics: a spec other than the
+        markers' grain, a table that keeps no column statistics, a type or a column name
+        whose Parquet form is not the table's own."""
+        counts = _partition_rows(table, markers, expected, rows.num_rows)
+        if counts is None or tables_folder(table.location()) is None:
+            return rows
+        import pyarrow.parquet as pq
+
+        codec = table.properties.get("write.parquet.compression-codec", "zstd")
+        level = table.properties.get("write.parquet.compression-level")
+        attempt = markers[0].attempt_id if markers else "unmarked"
+        folder = f"{table.location().rstrip('/')}/data/tidegate-{attempt}-{uuid.uuid4().hex[:12]}"
+        Path(local_path(folder)).mkdir(parents=True)
+        paths: list[str] = []
+        footers: list[Any] = []
+        offset = 0
+        try:
+            for count in counts:
+                if count:
+                    path = f"{folder}/{len(paths):05d}.parquet"
+                    with pq.ParquetWriter(
+                        local_path(path),
+                        rows.schema,
+                        compression="none" if codec == "uncompressed" else codec,
+                        compression_level=None if level is None else int(level),
+                    ) as writer:
+                        writer.write_table(rows.slice(offset, count))
+                    paths.append(path)
+                    footers.append(writer.writer.metadata)
+                offset += count
+        except (OSError, ValueError) as error:
+            shutil.rmtree(local_path(folder), ignore_errors=True)
+            raise EngineError(
+                f"iceberg: {'.'.join(table.name())}: cannot write its files: {error}; nothing "
+                "was published"
+            ) from None
+        return WrittenFiles(tuple(paths), tuple(footers))
 
     def _table_for(self, target: Target, arrow_schema: Any, markers: Sequence[CommitMarker]) -> Any:
         """The model's Iceberg table, created (partitioned by the grain) or given the target's
@@ -464,6 +537,58 @@ def published_copies(warehouse: Path) -> bool:
         return False  # no copy was ever made
     finally:
         con.close()
+
+
+# the Iceberg types whose Parquet form, as pyarrow writes the table's Arrow schema, reads back
+# as the same Iceberg type (add_files refuses a file otherwise)
+_FILE_TYPES = (
+    BooleanType,
+    IntegerType,
+    LongType,
+    FloatType,
+    DoubleType,
+    DecimalType,
+    DateType,
+    TimestampType,
+    TimestamptzType,
+    StringType,
+    BinaryType,
+)
+_GRAIN_TRANSFORMS = {"hour": HourTransform, "day": DayTransform, "month": MonthTransform}
+
+
+def _partition_rows(
+    table: Any, markers: Sequence[CommitMarker], expected: Mapping[int, Checksum], rows: int
+) -> list[int] | None:
+    """How many of the window's rows, in the partition column's order, each file takes: all in
+    one file for an unpartitioned table or one key, else one slice per marked partition (the
+    staged rows counted per partition, which must add up to all of them); None when the files
+    could not be added as they are."""
+    schema = table.schema()
+    if any(not isinstance(f.field_type, _FILE_TYPES) for f in schema.fields):
+        return None
+    if sanitize_column_names(schema) != schema:
+        return None  # pyiceberg's writer names such columns otherwise in the files
+    if any(key.startswith("write.metadata.metrics") for key in table.properties):
+        return None  # a file's partition is read from its column statistics
+    spec = table.spec()
+    if spec.is_unpartitioned():
+        return [rows]
+    if len(spec.fields) != 1 or not markers:
+        return None
+    transform = spec.fields[0].transform
+    grains = {m.grain for m in markers}
+    if isinstance(transform, IdentityTransform) and len(markers) == 1:
+        return [rows]
+    grain = grains.pop() if len(grains) == 1 else None
+    if grain not in _GRAIN_TRANSFORMS or not isinstance(transform, _GRAIN_TRANSFORMS[grain]):
+        return None
+    counts = [expected[m.partition_start].rows for m in sorted(markers, key=_start)]
+    return counts if sum(counts) == rows else None
+
+
+def _start(marker: CommitMarker) -> int:
+    return marker.partition_start
 
 
 def _import_writer() -> None:

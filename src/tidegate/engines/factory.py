@@ -132,16 +132,19 @@ def _iceberg_place(project: Project) -> Place:
 def _open_iceberg(
     project: Project, wait: bool, read_only: bool, files: Mapping[str, SourceFiles]
 ) -> DuckDBEngine:
-    tables = _iceberg_tables(project, read_only)
+    place = _iceberg_place(project)
     from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine, published_copies
+    from tidegate.engines.iceberg_tables import IcebergTables
 
-    missing = tables.place.catalog_file
+    missing = place.catalog_file
     if missing is not None and not missing.exists() and published_copies(project.warehouse_path):
-        # a moved or unmounted lake must not become a new, empty catalog
+        # a moved or unmounted lake must not become a new, empty catalog (opening the catalog
+        # makes its file: asked before)
         raise UsageError(
             f"the Iceberg catalog {missing} is missing, and this warehouse published Iceberg "
             "tables into it: put the folder back, or point [warehouse] location at it"
         )
+    tables = IcebergTables(place, read_only=read_only)
     sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
     return DuckDBIcebergEngine(
         project.warehouse_path,

@@ -77,6 +77,17 @@ class DataFiles:
 
 
 @dataclass(frozen=True)
+class WrittenFiles:
+    """Parquet files written under the table's folder from rows of the table's schema as
+    pyiceberg's writer writes them (its Arrow schema, field ids included), one partition per
+    file, with each file's footer (pyarrow's FileMetaData): added as they are, their partition
+    and statistics read from the footers rather than from the files again."""
+
+    paths: tuple[str, ...]
+    footers: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class Place:
     """Where the catalog and the files are: a SQLAlchemy URI, the warehouse location (a file
     URI or a path), the namespace of tables without a schema of their own."""
@@ -138,6 +149,23 @@ class IcebergTables:
             raise EngineError(
                 f"iceberg: cannot read table {'.'.join(identifier)}: {_first_line(error)}"
             ) from None
+
+    def _refresh(self, table: Table) -> None:
+        """The table as the catalog holds it now; its metadata file read again only when the
+        catalog names another one than the one read (one query of the catalog's table, where
+        a publish asks several times and its own commits keep the table up to date)."""
+        from sqlalchemy import text
+
+        query = text(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = :catalog "
+            "AND table_namespace = :namespace AND table_name = :name"
+        )
+        *namespace, name = table.name()
+        values = {"catalog": CATALOG_NAME, "namespace": ".".join(namespace), "name": name}
+        with self._catalog.engine.connect() as connection:
+            found = connection.execute(query, values).fetchall()
+        if [tuple(row) for row in found] != [(table.metadata_location,)]:
+            table.refresh()
 
     def load_named(self, identifier: str) -> Table | None:
         """A table of the catalog by its full name (`NAMESPACE.TABLE`, the namespace possibly
@@ -217,6 +245,8 @@ class IcebergTables:
     def evolve(self, table: Table, arrow_schema: Any) -> Table:
         """Add the columns the table lacks (additive changes; nullable)."""
         known = set(table.schema().column_names)
+        if known.issuperset(arrow_schema.names):
+            return table
         added = [f for f in schema_of(arrow_schema).fields if f.name not in known]
         if added:
             with table.update_schema() as update:
@@ -237,23 +267,22 @@ class IcebergTables:
         written: Callable[[], None] = lambda: None,
         holding: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> Published:
-        """Replace the window's rows of `table` by `rows` (a pyarrow.Table, or DataFiles) with
-        `markers` in the snapshot: written on a branch, `audit` given the branch's data files
-        of the window (it raises when they do not hold what was audited; the branch is then
-        removed), then main moved to it while `holding` (a lease's fence) holds. `written`
-        runs between the audit and the move (a crash point)."""
+        """Replace the window's rows of `table` by `rows` (a pyarrow.Table, DataFiles or
+        WrittenFiles) with `markers` in the snapshot: written on a branch, `audit` given the
+        branch's data files of the window (it raises when they do not hold what was audited;
+        the branch is then removed), then main moved to it while `holding` (a lease's fence)
+        holds. `written` runs between the audit and the move (a crash point)."""
         if self.read_only:
             raise EngineError("iceberg: this warehouse was opened read-only")
         with self._publishing, warnings.catch_warnings():
             # "Delete operation did not match any records": a first publish of a partition
             warnings.simplefilter("ignore", UserWarning)
             try:
-                table.refresh()
+                self._refresh(table)
                 began_at = table.metadata_location
                 snapshot, moved = self._publish(
                     table, rows, column, bounds, markers, audit, written, holding
                 )
-                table.refresh()
             except (OSError, ValueError, CommitFailedException, NoSuchTableError) as error:
                 # a file that cannot be written (a full disk), rows the table's schema does not
                 # take, a commit the catalog refused, a table another writer's failed first
@@ -262,6 +291,9 @@ class IcebergTables:
                     f"iceberg: {'.'.join(table.name())}: {_first_line(error)}; nothing was "
                     "published"
                 ) from None
+            # main holds the rows: what follows only brings this process's view up to date
+            with contextlib.suppress(OSError, NoSuchTableError):
+                self._refresh(table)
             return Published(snapshot, began_at, moved)
 
     def _publish(
@@ -297,6 +329,14 @@ class IcebergTables:
                         branch=branch,
                         check_duplicate_files=False,
                     )
+                elif isinstance(rows, WrittenFiles):
+                    transaction.delete(window, branch=branch)
+                    append = transaction.update_snapshot(
+                        snapshot_properties=properties, branch=branch
+                    ).fast_append()
+                    with append:
+                        for data_file in _described(transaction.table_metadata, rows):
+                            append.append_data_file(data_file)
                 else:
                     transaction.overwrite(
                         rows, overwrite_filter=window, snapshot_properties=properties, branch=branch
@@ -305,9 +345,14 @@ class IcebergTables:
             audit(self.data_files(table, head, window))
             written()
             with holding():
-                return self._move_main(table, branch, base, head, window, properties)
-        finally:
+                moved_to = self._move_main(table, branch, base, head, window, properties)
+        except BaseException:
             self._remove_branch(table, branch)
+            raise
+        # the move removed the branch; one left after a failure to tell is maintain's
+        with contextlib.suppress(OSError, CommitFailedException, NoSuchTableError):
+            self._remove_branch(table, branch)
+        return moved_to
 
     def _move_main(
         self,
@@ -321,7 +366,7 @@ class IcebergTables:
         """Main moved to the branch head (a fast-forward), or the rows applied onto a main
         that moved: (main's snapshot holding them, whether main had moved)."""
         for _ in range(COMMIT_TRIES):
-            table.refresh()
+            self._refresh(table)
             main = table.metadata.current_snapshot_id
             try:
                 if main == base:
@@ -358,7 +403,7 @@ class IcebergTables:
 
     def _remove_branch(self, table: Table, branch: str) -> None:
         for _ in range(COMMIT_TRIES):
-            table.refresh()
+            self._refresh(table)
             if branch not in table.refs():
                 return
             try:
@@ -591,6 +636,38 @@ def _markers_in(snapshot: Snapshot) -> list[CommitMarker]:
         for own in group["partitions"]:
             found.append(CommitMarker(**shared, **dict(zip(_OWN, own, strict=True))))
     return found
+
+
+def _described(metadata: Any, written: WrittenFiles) -> Iterator[Any]:
+    """The data files of written files, from their footers: their statistics as the table's
+    properties ask for them, and the partition each one's statistics give (a file holding
+    two partitions is refused: ValueError)."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    schema, spec = metadata.schema(), metadata.spec()
+    plan = compute_statistics_plan(schema, metadata.properties)
+    mapping = parquet_path_to_id_mapping(schema)
+    for path, footer in zip(written.paths, written.footers, strict=True):
+        statistics = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=footer, stats_columns=plan, parquet_column_mapping=mapping
+        )
+        yield DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=path,
+            file_format=FileFormat.PARQUET,
+            partition=statistics.partition(spec, schema),
+            file_size_in_bytes=os.path.getsize(local_path(path)),
+            sort_order_id=None,
+            spec_id=metadata.default_spec_id,
+            equality_ids=None,
+            key_metadata=None,
+            **statistics.to_serialized_dict(),
+        )
 
 
 def _first_line(error: BaseException) -> str:

@@ -23,6 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pyiceberg.expressions import AlwaysTrue
+
 from tidegate.crash import crash_point
 from tidegate.domain.checksum import Checksum
 from tidegate.domain.errors import EngineError
@@ -136,13 +138,28 @@ class SparkPublish(SqlQueries):
                 holding=holding,
             )
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            self._discard_unpublished(target, folder)
             if created:  # a failed first publish leaves no table behind
                 self.tables.drop(target.name, target.schema)
             raise
         with contextlib.suppress(EngineError):
             self.drop_staging(staging)
         return content
+
+    def _discard_unpublished(self, target: Target, folder: str) -> None:
+        """Remove a failed publish's folder, unless main lists a file of it: the failure came
+        after main moved (then, or when main cannot be read, the files stay; `tidegate
+        maintain` removes them once no snapshot lists them)."""
+        try:
+            table = self.tables.load(target.name, target.schema, fresh=True)
+            listed: list[str] = []
+            if table is not None and table.metadata.current_snapshot_id is not None:
+                listed = self.tables.data_files(table, table.metadata.current_snapshot_id, _ALL)
+        except (EngineError, OSError):
+            return
+        prefix = folder.rstrip("/") + "/"
+        if not any(path.startswith(prefix) for path in listed):
+            shutil.rmtree(folder, ignore_errors=True)
 
     def raise_fence(self, fence: Fence) -> None:
         self._fences.raise_fence(fence)
@@ -286,6 +303,9 @@ class SparkPublish(SqlQueries):
             return {m.partition_start: Checksum(int(rows[0][0]), int(rows[0][1])) for m in markers}
         measured = {int(r[0]): Checksum(int(r[1]), int(r[2])) for r in rows if r[0] is not None}
         return {m.partition_start: measured.get(m.partition_start, Checksum(0, 0)) for m in markers}
+
+
+_ALL = AlwaysTrue()
 
 
 def table_columns(table: Any) -> list[Column]:

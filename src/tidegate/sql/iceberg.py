@@ -127,8 +127,12 @@ def window_of_files(
     return _sql(exp.Create(this=target, kind="TABLE", expression=rows))
 
 
-def select_columns(source: exp.Table, names: Sequence[str]) -> str:
-    return _sql(exp.select(*[column(n) for n in names]).from_(source))
+def select_columns(source: exp.Table, names: Sequence[str], ordered_by: str | None = None) -> str:
+    """The columns of every row (in the order of `ordered_by`, NULLs last, when given)."""
+    select = exp.select(*[column(n) for n in names]).from_(source)
+    if ordered_by:
+        select = select.order_by(exp.Ordered(this=column(ordered_by), nulls_first=False))
+    return _sql(select)
 
 
 def drop_view(view: exp.Table) -> str:
