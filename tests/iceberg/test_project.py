@@ -97,17 +97,24 @@ def test_the_year_equals_the_same_backfill_into_duckdb_tables(year: Path, tmp_pa
     assert published_checksums(year, "daily_revenue") == published_checksums(plain, "daily_revenue")
 
 
-def test_show_partition_names_the_snapshot_that_holds_it(year: Path) -> None:
-    document = result_document(year, "show", "partition", "daily_revenue", "2025-03-03")
-    held = document["published"]["iceberg"]
+def assert_shows_its_snapshot(project: Path, day: str) -> dict[str, Any]:
+    """`show partition` names the snapshot of main that holds the day: one whose properties
+    name the partition's published attempt, read from outside. Returns what it named."""
+    document = result_document(project, "show", "partition", "daily_revenue", day)
+    held: dict[str, Any] = document["published"]["iceberg"]
     assert held["table"] == f"{NAMESPACE}.daily_revenue"
-    with outside_catalog(year) as catalog:
+    with outside_catalog(project) as catalog:
         snapshot = catalog.load_table((NAMESPACE, "daily_revenue")).snapshot_by_id(
             held["snapshot_id"]
         )
     assert snapshot is not None
     attempts = snapshot.summary.additional_properties["tidegate.attempts"].split(",")
     assert document["published"]["attempt_id"] in attempts
+    return held
+
+
+def test_show_partition_names_the_snapshot_that_holds_it(year: Path) -> None:
+    held = assert_shows_its_snapshot(year, "2025-03-03")
     text = cli(year, "show", "partition", "daily_revenue", "2025-03-03").stdout
     assert f"snapshot {held['snapshot_id']}" in text
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.engines.spark_kit import LOCATION, spark_project
 from tests.iceberg.kit import NAMESPACE, outside_catalog
-from tests.iceberg.test_project import COLUMNS, read_outside, texts
+from tests.iceberg.test_project import COLUMNS, assert_shows_its_snapshot, read_outside, texts
 from tests.kit import cli, example_project, result_document, warehouse_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -80,16 +80,7 @@ def test_january_equals_the_same_backfill_into_duckdb_tables(january: Path, tmp_
 
 
 def test_show_partition_names_the_snapshot_that_holds_it(january: Path) -> None:
-    document = result_document(january, "show", "partition", "daily_revenue", "2025-01-05")
-    held = document["published"]["iceberg"]
-    assert held["table"] == f"{NAMESPACE}.daily_revenue"
-    with outside_catalog(january) as catalog:
-        snapshot = catalog.load_table((NAMESPACE, "daily_revenue")).snapshot_by_id(
-            held["snapshot_id"]
-        )
-    assert snapshot is not None
-    attempts = snapshot.summary.additional_properties["tidegate.attempts"].split(",")
-    assert document["published"]["attempt_id"] in attempts
+    assert_shows_its_snapshot(january, "2025-01-05")
 
 
 def test_restore_undoes_a_bad_rerun_from_the_files_spark_wrote(tmp_path: Path) -> None:

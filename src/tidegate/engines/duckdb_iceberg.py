@@ -49,7 +49,7 @@ from tidegate.engines.iceberg_tables import (
     refuse_incomplete,
     tables_folder,
 )
-from tidegate.engines.iceberg_types import conform, duckdb_type, window_filter
+from tidegate.engines.iceberg_types import conform, duckdb_type
 from tidegate.sql import iceberg as iceberg_sql
 from tidegate.sql import statements as sql
 
@@ -462,21 +462,9 @@ class DuckDBIcebergEngine(DuckDBEngine):
     def stage_restored(
         self, staging: str, target: Target, attempt_id: str, bounds: Mapping[str, Any]
     ) -> None:
-        table = self.tables.load(target.name, target.schema, fresh=True)
-        snapshot = None if table is None else self.tables.snapshot_of(table, attempt_id)
-        if table is None or snapshot is None:
-            raise EngineError(
-                f"iceberg: {target.name} holds no snapshot of attempt {attempt_id} (it never "
-                "published there, or `tidegate maintain` expired it)"
-            )
-        window = window_filter(table.schema(), target.partition_column, bounds)
-        files = self.tables.data_files(table, snapshot.snapshot_id, window)
-        gone = [f for f in files if "://" not in f and not Path(f).exists()]
-        if gone:
-            raise EngineError(
-                f"iceberg: the files attempt {attempt_id} wrote are gone ({gone[0]}); "
-                f"recompute with `tidegate rerun {target.name} --partitions …`"
-            )
+        files = self.tables.attempt_files(
+            target.name, target.schema, target.partition_column, attempt_id, bounds
+        )
         self.drop_staging(staging)
         statement = iceberg_sql.window_of_files(
             sql.staged(staging),

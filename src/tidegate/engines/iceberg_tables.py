@@ -527,6 +527,29 @@ class IcebergTables:
                 return snapshot
         return None
 
+    def attempt_files(
+        self, name: str, schema: str | None, column: str, attempt_id: str, bounds: Mapping[str, Any]
+    ) -> list[str]:
+        """The data files of a window as main's snapshot naming the attempt lists them (what
+        `restore` publishes again); EngineError when no snapshot names it (it never published
+        there, or maintenance expired it) or a file of it is gone."""
+        table = self.load(name, schema, fresh=True)
+        snapshot = None if table is None else self.snapshot_of(table, attempt_id)
+        if table is None or snapshot is None:
+            raise EngineError(
+                f"iceberg: {name} holds no snapshot of attempt {attempt_id} (it never "
+                "published there, or `tidegate maintain` expired it)"
+            )
+        window = window_filter(table.schema(), column, bounds)
+        files = self.data_files(table, snapshot.snapshot_id, window)
+        gone = [f for f in files if "://" not in f and not Path(f).exists()]
+        if gone:
+            raise EngineError(
+                f"iceberg: the files attempt {attempt_id} wrote are gone ({gone[0]}); "
+                f"recompute with `tidegate rerun {name} --partitions …`"
+            )
+        return files
+
     def published_in(self, model: str, attempt_id: str) -> dict[str, Any] | None:
         """Where main holds what an attempt of a model (in the project's namespace) published:
         the table, the snapshot id and when it was committed (epoch milliseconds); None when no

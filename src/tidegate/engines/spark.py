@@ -14,7 +14,6 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from pyiceberg.expressions import AlwaysTrue
@@ -23,7 +22,6 @@ from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.model import Column
 from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Target
 from tidegate.engines.iceberg_tables import IcebergTables
-from tidegate.engines.iceberg_types import window_filter
 from tidegate.engines.spark_fences import FencesPlace
 from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_publish import SparkPublish, table_columns
@@ -291,21 +289,9 @@ class SparkEngine(SparkPublish):
     def stage_restored(
         self, staging: str, target: Target, attempt_id: str, bounds: Mapping[str, Any]
     ) -> None:
-        table = self._table(target.name, target.schema)
-        snapshot = None if table is None else self.tables.snapshot_of(table, attempt_id)
-        if table is None or snapshot is None:
-            raise EngineError(
-                f"iceberg: {target.name} holds no snapshot of attempt {attempt_id} (it never "
-                "published there, or `tidegate maintain` expired it)"
-            )
-        window = window_filter(table.schema(), target.partition_column, bounds)
-        files = self.tables.data_files(table, snapshot.snapshot_id, window)
-        gone = [f for f in files if not Path(f).exists()]
-        if gone:
-            raise EngineError(
-                f"iceberg: the files attempt {attempt_id} wrote are gone ({gone[0]}); "
-                f"recompute with `tidegate rerun {target.name} --partitions …`"
-            )
+        files = self.tables.attempt_files(
+            target.name, target.schema, target.partition_column, attempt_id, bounds
+        )
         self.drop_staging(staging)
         self._stage_frame(staging, self._views.frame(target.columns, files))
 
