@@ -2,7 +2,8 @@
 
 daily_revenue over the days of the generated orders (Parquet, `lake/orders`), at ROWS_PER_DAY:
   - tidegate backfill on a Spark warehouse (batch size --batch-size, 2 batches in flight):
-    staging, checks, reconciliation, input fingerprints, the pointer swap and the ledger;
+    staging, checks, reconciliation, input fingerprints, the publish into an Iceberg table
+    (written, added on a branch, audited, main moved) and the ledger;
   - a plain PySpark job: read the orders, aggregate per day and status, write Parquet
     partitioned by day (no checks, no ledger, no atomic publish).
 Both in one process each, timed as a whole (interpreter and JVM start included) and, for

@@ -292,3 +292,31 @@ def test_a_damaged_table_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     assert found.exit_code == 1
     assert found.stderr.startswith("error: iceberg: cannot read table analytics.daily_revenue")
     assert "internal error" not in found.stderr and found.stderr.strip().count("\n") == 0
+
+
+def test_a_republished_day_is_one_overwrite_snapshot_of_its_files(tmp_path: Path) -> None:
+    """A rerun's publish replaces the day's files by its own in one snapshot of main (an
+    overwrite: the old file deleted, the new one added), the other days' files untouched."""
+    project = iceberg_project(tmp_path / "p", rows_per_day=8)
+    cli(project, "backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-03")
+    with outside_catalog(project) as catalog:
+        table = catalog.load_table((NAMESPACE, "daily_revenue"))
+        before = table.current_snapshot()
+        files_before = {t.file.file_path for t in table.scan().plan_files()}
+    cli(project, "rerun", "daily_revenue", "--partitions", "2025-01-02")
+    with outside_catalog(project) as catalog:
+        table = catalog.load_table((NAMESPACE, "daily_revenue"))
+        after = table.current_snapshot()
+        files_after = {t.file.file_path for t in table.scan().plan_files()}
+        day2 = {
+            t.file.file_path
+            for t in table.scan(row_filter="order_date = '2025-01-02'").plan_files()
+        }
+    assert before is not None and after is not None
+    assert after.parent_snapshot_id == before.snapshot_id
+    assert after.summary is not None and after.summary.operation.value == "overwrite"
+    assert after.summary["deleted-data-files"] == "1"
+    assert after.summary["added-data-files"] == "1"
+    replaced = files_before - files_after
+    assert len(day2) == 1 and len(replaced) == 1 and not day2 & files_before
+    assert files_after == (files_before - replaced) | day2

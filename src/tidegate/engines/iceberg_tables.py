@@ -330,13 +330,7 @@ class IcebergTables:
                         check_duplicate_files=False,
                     )
                 elif isinstance(rows, WrittenFiles):
-                    transaction.delete(window, branch=branch)
-                    append = transaction.update_snapshot(
-                        snapshot_properties=properties, branch=branch
-                    ).fast_append()
-                    with append:
-                        for data_file in _described(transaction.table_metadata, rows):
-                            append.append_data_file(data_file)
+                    self._replace(transaction, table, base, branch, window, rows, properties)
                 else:
                     transaction.overwrite(
                         rows, overwrite_filter=window, snapshot_properties=properties, branch=branch
@@ -441,16 +435,60 @@ class IcebergTables:
         (refused when it has delete files: tidegate writes copy-on-write tables)."""
         return sorted(local_path(f) for f in self._files(table, snapshot_id, window))
 
-    def _files(self, table: Table, snapshot_id: int, window: Any) -> list[str]:
-        files: list[str] = []
+    def _replace(
+        self,
+        transaction: Any,
+        table: Table,
+        base: int,
+        branch: str,
+        window: Any,
+        written: WrittenFiles,
+        properties: dict[str, str],
+    ) -> None:
+        """On the branch, the window's files replaced by the written ones: in one snapshot when
+        every file of the window lies wholly in it (its partition, of the table's spec, is one
+        every row of which the window holds), else by a delete (which rewrites a file only
+        partly in the window) and an append."""
+        from pyiceberg.expressions.visitors import expression_evaluator, strict_projection
+        from pyiceberg.schema import Schema
+
+        replaced = self._window_files(table, base, window)
+        spec, schema = table.spec(), table.schema()
+        within = expression_evaluator(
+            Schema(*spec.partition_type(schema).fields),
+            strict_projection(schema, spec, True)(window),
+            True,
+        )
+        if all(f.spec_id == spec.spec_id and within(f.partition) for f in replaced):
+            producer = transaction.update_snapshot(
+                snapshot_properties=properties, branch=branch
+            ).overwrite()
+            for data_file in replaced:
+                producer.delete_data_file(data_file)
+        else:
+            transaction.delete(window, branch=branch)
+            producer = transaction.update_snapshot(
+                snapshot_properties=properties, branch=branch
+            ).fast_append()
+        with producer:
+            for data_file in _described(transaction.table_metadata, written):
+                producer.append_data_file(data_file)
+
+    def _window_files(self, table: Table, snapshot_id: int, window: Any) -> list[Any]:
+        """The data files (pyiceberg's DataFile) of a snapshot holding rows of the window
+        (refused when it has delete files: tidegate writes copy-on-write tables)."""
+        found = []
         for task in table.scan(row_filter=window, snapshot_id=snapshot_id).plan_files():
             if task.delete_files:
                 raise EngineError(
                     f"iceberg: {'.'.join(table.name())} has delete files (merge-on-read); "
                     "tidegate reads copy-on-write tables"
                 )
-            files.append(task.file.file_path)
-        return files
+            found.append(task.file)
+        return found
+
+    def _files(self, table: Table, snapshot_id: int, window: Any) -> list[str]:
+        return [f.file_path for f in self._window_files(table, snapshot_id, window)]
 
     def remove_branches(self, name: str, schema: str | None, branches: Collection[str]) -> None:
         table = self.load(name, schema, fresh=True)
