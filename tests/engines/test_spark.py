@@ -24,11 +24,11 @@ from tests.engines.contract import (
     marker_for,
     select_rows,
 )
-from tests.engines.postgres_kit import SERVER
+from tests.engines.postgres_kit import SERVER, fresh_database
 from tests.engines.spark_kit import open_spark
 from tests.iceberg.kit import drop_namespace, postgres_place
 from tidegate.domain.checksum import Checksum
-from tidegate.domain.errors import EngineError
+from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.partitions import Grain, PartitionKey, parse_partition
 from tidegate.engines.base import Engine, Target, bound_values
 from tidegate.engines.spark import SparkEngine
@@ -221,3 +221,26 @@ def test_interrupt_cancels_the_running_statement(lake: SparkEngine) -> None:
         timer.join()
     finally:
         handle.close()
+
+
+@pytest.mark.postgres
+def test_a_postgresql_catalog_holding_the_retired_pointers_is_refused(tmp_path: Path) -> None:
+    """The catalog database still holds pointers of this warehouse in Spark's retired format:
+    the engine refuses to open, in one line saying how to move, before Spark starts."""
+    import psycopg
+
+    with fresh_database() as dsn:
+        lake = tmp_path / "lake"
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute(
+                "CREATE TABLE tidegate_spark_pointers (warehouse TEXT, schema_name TEXT, "
+                "table_name TEXT, slot TEXT, directory TEXT)"
+            )
+            con.execute(
+                "INSERT INTO tidegate_spark_pointers VALUES (%s, '', 'events', '1', 'd')",
+                [str(lake.resolve())],
+            )
+        with pytest.raises(UsageError, match="former pointer tables") as refused:
+            open_spark(lake, fences_dsn=dsn)
+        assert "backfill the models into it" in str(refused.value)
+        assert "\n" not in str(refused.value)

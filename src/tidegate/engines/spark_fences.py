@@ -41,6 +41,7 @@ UPDATE tidegate_spark_fences SET token = token
 WHERE warehouse = ? AND fence_key = ? AND token = ?"""
 # the retired format's table of pointers (it publishes nothing any more)
 POINTERS_TABLE = "tidegate_spark_pointers"
+ANY_POINTER = "SELECT 1 FROM tidegate_spark_pointers WHERE warehouse = ? LIMIT 1"
 RETIRED_HINT = (
     "Spark now publishes Apache Iceberg tables: point [warehouse] location at a new folder and "
     "backfill the models into it (`tidegate backfill MODEL --partitions …`); "
@@ -79,10 +80,7 @@ class Fences:
             exists = [row for row in exists if row[0] is not None]
         if not exists:
             return
-        # the table's name is a constant, never user input
-        found = self._execute(
-            f"SELECT 1 FROM {POINTERS_TABLE} WHERE warehouse = ? LIMIT 1", [self.warehouse]
-        ).fetchall()
+        found = self._execute(ANY_POINTER, [self.warehouse]).fetchall()
         if found:
             raise UsageError(
                 f"the Spark warehouse {self.warehouse} publishes into tidegate's former pointer "
