@@ -12,7 +12,6 @@ import contextlib
 import importlib
 import shutil
 import threading
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.schema import sanitize_column_names
-from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -46,10 +45,11 @@ from tidegate.engines.iceberg_tables import (
     IcebergTables,
     WrittenFiles,
     local_path,
+    publish_folder,
     refuse_incomplete,
     tables_folder,
 )
-from tidegate.engines.iceberg_types import conform, duckdb_type
+from tidegate.engines.iceberg_types import TIME_TRANSFORMS, conform, duckdb_type
 from tidegate.sql import iceberg as iceberg_sql
 from tidegate.sql import statements as sql
 
@@ -336,8 +336,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
 
         codec = table.properties.get("write.parquet.compression-codec", "zstd")
         level = table.properties.get("write.parquet.compression-level")
-        attempt = markers[0].attempt_id if markers else "unmarked"
-        folder = f"{table.location().rstrip('/')}/data/tidegate-{attempt}-{uuid.uuid4().hex[:12]}"
+        folder = publish_folder(table, markers)
         Path(local_path(folder)).mkdir(parents=True)
         paths: list[str] = []
         footers: list[Any] = []
@@ -542,7 +541,6 @@ _FILE_TYPES = (
     StringType,
     BinaryType,
 )
-_GRAIN_TRANSFORMS = {"hour": HourTransform, "day": DayTransform, "month": MonthTransform}
 
 
 def _partition_rows(
@@ -569,7 +567,7 @@ def _partition_rows(
     if isinstance(transform, IdentityTransform) and len(markers) == 1:
         return [rows]
     grain = grains.pop() if len(grains) == 1 else None
-    if grain not in _GRAIN_TRANSFORMS or not isinstance(transform, _GRAIN_TRANSFORMS[grain]):
+    if grain not in TIME_TRANSFORMS or not isinstance(transform, TIME_TRANSFORMS[grain]):
         return None
     counts = [expected[m.partition_start].rows for m in sorted(markers, key=_start)]
     return counts if sum(counts) == rows else None

@@ -87,7 +87,7 @@ def open_markers(project: Project) -> MarkerReader | None:
     lake = _iceberg_place(project)
     if lake.catalog_file is not None and not lake.catalog_file.exists():
         return None
-    return _iceberg_tables(project, read_only=True, one_writer=False)
+    return _iceberg_tables(lake, read_only=True, one_writer=False)
 
 
 def shares_writes(project: Project) -> bool:
@@ -107,15 +107,15 @@ def _open_spark(project: Project, read_only: bool) -> Engine:
     from tidegate.engines.spark_settings import spark_warehouse
 
     session, layout, fences = spark_warehouse(project.root, project.settings.warehouse)
-    tables = _iceberg_tables(project, read_only, one_writer=False)
+    tables = _iceberg_tables(_iceberg_place(project), read_only, one_writer=False)
     sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
     return SparkEngine(session, layout, fences, tables, read_only=read_only, sources=sources)
 
 
-def _iceberg_tables(project: Project, read_only: bool, one_writer: bool = True) -> IcebergTables:
+def _iceberg_tables(place: Place, read_only: bool, one_writer: bool = True) -> IcebergTables:
     from tidegate.engines.iceberg_tables import IcebergTables
 
-    return IcebergTables(_iceberg_place(project), read_only=read_only, one_writer=one_writer)
+    return IcebergTables(place, read_only=read_only, one_writer=one_writer)
 
 
 def _iceberg_place(project: Project) -> Place:
@@ -134,7 +134,6 @@ def _open_iceberg(
 ) -> DuckDBEngine:
     place = _iceberg_place(project)
     from tidegate.engines.duckdb_iceberg import DuckDBIcebergEngine, published_copies
-    from tidegate.engines.iceberg_tables import IcebergTables
 
     missing = place.catalog_file
     if missing is not None and not missing.exists() and published_copies(project.warehouse_path):
@@ -144,7 +143,7 @@ def _open_iceberg(
             f"the Iceberg catalog {missing} is missing, and this warehouse published Iceberg "
             "tables into it: put the folder back, or point [warehouse] location at it"
         )
-    tables = IcebergTables(place, read_only=read_only)
+    tables = _iceberg_tables(place, read_only)
     sources = {name: s.iceberg for name, s in project.sources.items() if s.iceberg is not None}
     return DuckDBIcebergEngine(
         project.warehouse_path,
@@ -165,7 +164,7 @@ def open_iceberg_tables(project: Project) -> IcebergTables:
     place = _iceberg_place(project)
     if place.catalog_file is not None and not place.catalog_file.exists():
         raise UsageError(f"the Iceberg catalog {place.catalog_file} does not exist")
-    return _iceberg_tables(project, read_only=True)
+    return _iceberg_tables(place, read_only=True)
 
 
 def warehouse_problems(project: Project) -> list[str]:

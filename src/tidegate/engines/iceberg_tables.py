@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -150,28 +151,34 @@ class IcebergTables:
                 f"iceberg: cannot read table {'.'.join(identifier)}: {_first_line(error)}"
             ) from None
 
-    def _refresh(self, table: Table) -> None:
-        """The table as the catalog holds it now; its metadata file read again only when the
-        catalog names another one than the one read (one query of the catalog's table, where
-        a publish asks several times and its own commits keep the table up to date)."""
+    def metadata_location(self, identifier: tuple[str, str]) -> str | None:
+        """The metadata file the catalog names for a table now (None: no such table), in one
+        query of the catalog's table: cheaper than loading the table to see whether it
+        changed."""
         from sqlalchemy import text
 
         query = text(
             "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = :catalog "
             "AND table_namespace = :namespace AND table_name = :name"
         )
-        *namespace, name = table.name()
-        values = {"catalog": CATALOG_NAME, "namespace": ".".join(namespace), "name": name}
+        namespace, name = identifier
+        values = {"catalog": CATALOG_NAME, "namespace": namespace, "name": name}
         with self._catalog.engine.connect() as connection:
             found = connection.execute(query, values).fetchall()
-        if [tuple(row) for row in found] != [(table.metadata_location,)]:
+        return str(found[0][0]) if found else None
+
+    def _refresh(self, table: Table) -> None:
+        """The table as the catalog holds it now; its metadata file read again only when the
+        catalog names another one than the one read (a publish asks several times, and its
+        own commits keep the table up to date)."""
+        *namespace, name = table.name()
+        if self.metadata_location((".".join(namespace), name)) != table.metadata_location:
             table.refresh()
 
     def load_named(self, identifier: str) -> Table | None:
         """A table of the catalog by its full name (`NAMESPACE.TABLE`, the namespace possibly
         dotted), as the catalog holds it now, or None: a source another tool writes."""
-        namespace, _, name = identifier.rpartition(".")
-        return self._read((namespace, name))
+        return self._read(named(identifier))
 
     def tables(self) -> list[tuple[str | None, str]]:
         """The tables of the catalog in this project's namespace and under its location, as
@@ -492,9 +499,10 @@ class IcebergTables:
 
     def remove_branches(self, name: str, schema: str | None, branches: Collection[str]) -> None:
         table = self.load(name, schema, fresh=True)
+        if table is None:
+            return
         for branch in sorted(branches):
-            if table is not None:
-                self._remove_branch(table, branch)
+            self._remove_branch(table, branch)
 
     def expire(self, name: str, schema: str | None, snapshot_ids: Sequence[int]) -> None:
         """Expire these snapshots of a table in one commit, tried again when another writer
@@ -637,6 +645,20 @@ class IcebergTables:
 
     def close(self) -> None:
         self._catalog.engine.dispose()
+
+
+def named(identifier: str) -> tuple[str, str]:
+    """A full table name (`NAMESPACE.TABLE`, the namespace possibly dotted) as (namespace,
+    name)."""
+    namespace, _, name = identifier.rpartition(".")
+    return namespace, name
+
+
+def publish_folder(table: Table, markers: Sequence[CommitMarker]) -> str:
+    """A fresh folder of one publish's files in the table's (as its location spells it: a
+    path or a file URI), named after its first attempt (Iceberg's own writers use data/)."""
+    attempt = markers[0].attempt_id if markers else "unmarked"
+    return f"{table.location().rstrip('/')}/data/tidegate-{attempt}-{uuid.uuid4().hex[:12]}"
 
 
 def refuse_incomplete(markers: Sequence[CommitMarker]) -> None:

@@ -60,7 +60,8 @@ _DUCKDB_NAMES: dict[type[IcebergType], str] = {
     FixedType: "BLOB",
 }
 
-_TIME_TRANSFORMS = {"hour": HourTransform, "day": DayTransform, "month": MonthTransform}
+# the Iceberg transform partitioning by each time grain
+TIME_TRANSFORMS = {"hour": HourTransform, "day": DayTransform, "month": MonthTransform}
 
 
 def duckdb_type(field_type: IcebergType) -> str:
@@ -100,12 +101,12 @@ def partition_spec(schema: Schema, column: str, grain: str | None) -> PartitionS
         return UNPARTITIONED_PARTITION_SPEC
     if grain == "key":
         transform: Any = IdentityTransform()
-    elif grain in _TIME_TRANSFORMS and isinstance(
+    elif grain in TIME_TRANSFORMS and isinstance(
         field.field_type, (DateType, TimestampType, TimestamptzType)
     ):
         if grain == "hour" and isinstance(field.field_type, DateType):
             return UNPARTITIONED_PARTITION_SPEC
-        transform = _TIME_TRANSFORMS[grain]()
+        transform = TIME_TRANSFORMS[grain]()
     else:
         return UNPARTITIONED_PARTITION_SPEC
     return PartitionSpec(

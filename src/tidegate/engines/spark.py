@@ -21,7 +21,7 @@ from pyiceberg.expressions import AlwaysTrue
 from tidegate.domain.errors import EngineError, UsageError
 from tidegate.domain.model import Column
 from tidegate.engines.base import EVERY, Capabilities, CommitMarker, Target
-from tidegate.engines.iceberg_tables import IcebergTables
+from tidegate.engines.iceberg_tables import IcebergTables, named
 from tidegate.engines.spark_fences import FencesPlace
 from tidegate.engines.spark_layout import Layout
 from tidegate.engines.spark_publish import SparkPublish, table_columns
@@ -180,14 +180,17 @@ class SparkEngine(SparkPublish):
         """A published table's (or an Iceberg source's) columns and the data files of main's
         snapshot, read again only when the table's metadata changed."""
         source = self._sources.get(name) if schema is None else None
+        identifier = self.tables.identifier(name, schema) if source is None else named(source)
+        # a statement asks for each table it reads: the catalog is asked which metadata file
+        # is current, and the table loaded only when that changed
+        known = self._files.get((name, schema))
+        if known is not None and known[0] == self.tables.metadata_location(identifier):
+            return known[1], known[2]
         table = self._table(name, schema) if source is None else self.tables.load_named(source)
         if table is None:
             if source is not None:
                 raise EngineError(f"source {name}: the Iceberg catalog holds no table {source}")
             return None
-        known = self._files.get((name, schema))
-        if known is not None and known[0] == table.metadata_location:
-            return known[1], known[2]
         columns = table_columns(table)
         snapshot = table.metadata.current_snapshot_id
         files = () if snapshot is None else tuple(self.tables.data_files(table, snapshot, _ALL))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import uuid
 from abc import abstractmethod
 from calendar import timegm
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from tidegate.engines.iceberg_tables import (
     MODEL_PROPERTY,
     DataFiles,
     IcebergTables,
+    publish_folder,
     refuse_incomplete,
     tables_folder,
 )
@@ -51,8 +51,6 @@ from tidegate.sql.spark import SLOT_COLUMN, SPARK
 # The staging name a just-written folder is read under (no staging slot takes it: the
 # executor's names are identifiers). The publisher of a process is serial.
 WRITTEN = "tidegate:written"
-# where a publish writes its files in a table's folder (Iceberg's own writers use data/)
-WRITTEN_FOLDER = "data/tidegate"
 # the columns a model declares without NULLs: Spark's files declare every column optional, and
 # Iceberg adds only files whose columns are as required as the table's
 REQUIRED_PROPERTY = "tidegate.required"
@@ -100,8 +98,9 @@ class SparkPublish(SqlQueries):
         refuse_incomplete(markers)
         if target.write_mode is WriteMode.APPEND and not target.unique_key:
             self.tables.refuse_republished(target.name, target.schema, markers)
-        created = self.tables.load(target.name, target.schema) is None
-        table = self._table_for(target, markers)
+        existing = self.tables.load(target.name, target.schema)
+        created = existing is None
+        table = self._table_for(target, markers, existing)
         columns = table_columns(table)
         folder = self._folder(table, markers)
         try:
@@ -164,10 +163,11 @@ class SparkPublish(SqlQueries):
     def raise_fence(self, fence: Fence) -> None:
         self._fences.raise_fence(fence)
 
-    def _table_for(self, target: Target, markers: Sequence[CommitMarker]) -> Any:
-        """The model's Iceberg table, created (partitioned by the grain) or given the target's
-        new columns. Every Iceberg column is optional, as in Spark's files; which ones the
-        model declares without NULLs is the table's property."""
+    def _table_for(self, target: Target, markers: Sequence[CommitMarker], table: Any) -> Any:
+        """The model's Iceberg table (`table`: as just loaded, or None), created (partitioned
+        by the grain) or given the target's new columns. Every Iceberg column is optional, as
+        in Spark's files; which ones the model declares without NULLs is the table's
+        property."""
         import pyarrow as pa
 
         fields = []
@@ -180,7 +180,6 @@ class SparkPublish(SqlQueries):
                 )
             fields.append(pa.field(column.name, found))
         arrow_schema = pa.schema(fields)
-        table = self.tables.load(target.name, target.schema)
         if table is not None and table.properties.get(MODEL_PROPERTY) != target.name:
             raise EngineError(
                 f"iceberg: the catalog holds a table {'.'.join(table.name())} that no model "
@@ -203,12 +202,11 @@ class SparkPublish(SqlQueries):
         return self.tables.evolve(table, arrow_schema)
 
     def _folder(self, table: Any, markers: Sequence[CommitMarker]) -> str:
-        """A fresh folder of one publish in the table's, named after its first attempt."""
-        root = tables_folder(table.location())
-        if root is None:
+        """A fresh local folder of one publish in the table's."""
+        folder = tables_folder(publish_folder(table, markers))
+        if folder is None:
             raise EngineError(f"iceberg: the files of {'.'.join(table.name())} are not local")
-        attempt = markers[0].attempt_id if markers else "unmarked"
-        return f"{root.rstrip('/')}/{WRITTEN_FOLDER}-{attempt}-{uuid.uuid4().hex[:12]}"
+        return folder
 
     def _write(
         self,
