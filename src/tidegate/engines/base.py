@@ -24,6 +24,8 @@ class Capabilities:
     cursor_snapshots: bool = False
     # keeps the data an earlier attempt published, to publish again (Restorer)
     restores: bool = False
+    # writes a publish's data on the worker that staged it, before the publish (AheadWriter)
+    writes_ahead: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,26 @@ class Restorer(Protocol):
         """A fresh staging table holding the rows attempt `attempt_id` published into the
         target's partition of `bounds`, read from the files it wrote. Raises EngineError when
         the attempt's publish is not in the table's history or its files are gone."""
+
+
+class AheadWriter(Protocol):
+    """An engine whose publish writes its data before it commits (an Iceberg table's files):
+    one with `capabilities.writes_ahead`. Publishes run one at a time; writing ahead moves that
+    work onto the workers."""
+
+    def write_ahead(
+        self,
+        target: Target,
+        staging: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+    ) -> None:
+        """Write what the publish of `staging` (with markers of these attempts and partitions)
+        will commit, on the handle that staged it, once its rows passed their audit. Commits
+        nothing: the publish commits what was written if the table is still as it was written
+        for (else writes again), and `drop_staging` removes what no publish committed. Writes
+        nothing where it cannot, and never raises for it: the publish then writes, and says
+        what failed."""
 
 
 class Engine(Protocol):

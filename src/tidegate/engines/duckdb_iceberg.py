@@ -13,7 +13,7 @@ import importlib
 import shutil
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from tidegate.sql import statements as sql
 
 class DuckDBIcebergEngine(DuckDBEngine):
     capabilities = Capabilities(
-        transactional_publish=True, single_writer_process=True, restores=True
+        transactional_publish=True, single_writer_process=True, restores=True, writes_ahead=True
     )
 
     def __init__(
@@ -84,6 +84,9 @@ class DuckDBIcebergEngine(DuckDBEngine):
         self._read_only = read_only
         self._owns_tables = True
         self._copies: dict[tuple[str, str], str] | None = None
+        # per staging table, the files written ahead of its publish (shared by the handles:
+        # a worker writes them, the publisher commits them)
+        self._ahead: dict[str, _Ahead] = {}
         if not read_only:
             # pyiceberg's Arrow writer takes about a second to import: a writer imports it
             # while its first batch computes, not when its first publish begins
@@ -265,7 +268,6 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 self._hold_fence(fence)
         if target.write_mode is WriteMode.APPEND and not target.unique_key:
             self.tables.refuse_republished(target.name, target.schema, markers)
-        names = [c.name for c in target.columns]
         rows_of = staging
         content: dict[int, Checksum] = {}
         if target.write_mode is not WriteMode.OVERWRITE:
@@ -274,16 +276,33 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 content = self._content(target, bounds, markers, of=sql.staged(rows_of))
                 markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
         created = self.tables.load(target.name, target.schema) is None
+        ahead = self._ahead.pop(staging, None)
+        written: WrittenFiles | None = None
         try:
-            # in the partition column's order: each partition's rows are one slice
-            select = iceberg_sql.select_columns(
-                sql.staged(rows_of), names, target.partition_column or None
-            )
-            rows = self._fetch_arrow(select, {})
-            table = self._table_for(target, rows.schema, markers)
-            rows = conform(rows, table.schema(), target.name)
-            expected = self._checksums(rows_of, target, markers)
-            rows = self._data_files(table, rows, markers, expected)
+            table = self.tables.load(target.name, target.schema)
+            if (
+                ahead is not None
+                and rows_of == staging
+                and table is not None
+                and ahead.fits(table.metadata, markers)
+            ):
+                rows: Any = ahead.files
+                expected = ahead.expected
+            else:
+                if ahead is not None:  # written for the table as it was: never committed
+                    shutil.rmtree(ahead.files.folder, ignore_errors=True)
+                arrow = self._window_rows(target, rows_of)
+                table = self._table_for(target, arrow.schema, markers)
+                expected = self._checksums(rows_of, target, markers)
+                rows = self._data_files(
+                    table.metadata,
+                    target,
+                    conform(arrow, table.schema(), target.name),
+                    markers,
+                    expected,
+                )
+            if isinstance(rows, WrittenFiles):
+                written = rows
 
             def audit(files: list[str]) -> None:
                 self._audit_branch(target, table, files, bounds, markers, expected)
@@ -299,6 +318,8 @@ class DuckDBIcebergEngine(DuckDBEngine):
                 written=lambda: crash_point("iceberg_branch_written"),
             )
         except BaseException:
+            if written is not None:
+                self.tables.discard_unpublished(target.name, target.schema, written.folder)
             if created:  # a failed first publish leaves no table behind
                 self.tables.drop(target.name, target.schema)
             raise
@@ -315,29 +336,79 @@ class DuckDBIcebergEngine(DuckDBEngine):
             self.drop_staging(staging)
         return content
 
+    def write_ahead(
+        self,
+        target: Target,
+        staging: str,
+        bounds: Mapping[str, Any],
+        markers: Sequence[CommitMarker],
+    ) -> None:
+        """An overwrite's files written on the worker that staged its rows, for the table as
+        it is now (its publish, one at a time, then only commits them if the table still is);
+        nothing written where the publish must first create the table or give it columns, or
+        when writing fails (the publish writes them again and says what failed)."""
+        table = self.tables.loaded(target.name, target.schema)
+        if (
+            self._read_only
+            or table is None
+            or target.cursor
+            or target.write_mode is not WriteMode.OVERWRITE
+            or not markers
+        ):
+            return
+        metadata = table.metadata  # one state of it: the publisher may commit meanwhile
+        known = {f.name for f in metadata.schema().fields}
+        if any(c.name not in known for c in target.columns):
+            return
+        try:
+            arrow = self._window_rows(target, staging)
+            expected = self._checksums(staging, target, markers)
+            files = self._data_files(
+                metadata,
+                target,
+                conform(arrow, metadata.schema(), target.name),
+                markers,
+                expected,
+            )
+        except EngineError:
+            return
+        if isinstance(files, WrittenFiles):
+            starts = tuple(m.partition_start for m in markers)
+            self._ahead[staging] = _Ahead(files, expected, _shape(metadata), starts)
+
+    def _window_rows(self, target: Target, rows_of: str) -> Any:
+        """The rows to publish as a pyarrow.Table, in the partition column's order: each
+        partition's rows are one slice."""
+        select = iceberg_sql.select_columns(
+            sql.staged(rows_of), [c.name for c in target.columns], target.partition_column or None
+        )
+        return self._fetch_arrow(select, {})
+
     def _data_files(
         self,
-        table: Any,
+        metadata: Any,
+        target: Target,
         rows: Any,
         markers: Sequence[CommitMarker],
         expected: Mapping[int, Checksum],
     ) -> Any:
         """The window's rows (conformed, in the partition column's order) written as Parquet
-        files under the table's folder, one per partition of the table's spec, as pyiceberg's
-        writer would write them: it would split the rows by partition with a filter each, and
-        open each file again for its statistics. The rows as they are (pyiceberg writes them)
-        where a file's partition could not be told from its statistics: a spec other than the
-        markers' grain, a table that keeps no column statistics, a type or a column name
-        whose Parquet form is not the table's own."""
-        counts = _partition_rows(table, markers, expected, rows.num_rows)
-        if counts is None or tables_folder(table.location()) is None:
+        files under the table's folder (of its `metadata`), one per partition of the table's
+        spec, as pyiceberg's writer would write them: it would split the rows by partition with
+        a filter each, and open each file again for its statistics. The rows as they are
+        (pyiceberg writes them) where a file's partition could not be told from its
+        statistics: a spec other than the markers' grain, a table that keeps no column
+        statistics, a type or a column name whose Parquet form is not the table's own."""
+        counts = _partition_rows(metadata, markers, expected, rows.num_rows)
+        if counts is None or tables_folder(metadata.location) is None:
             return rows
         import pyarrow.parquet as pq
 
-        codec = table.properties.get("write.parquet.compression-codec", "zstd")
-        level = table.properties.get("write.parquet.compression-level")
-        folder = publish_folder(table, markers)
-        Path(local_path(folder)).mkdir(parents=True)
+        codec = metadata.properties.get("write.parquet.compression-codec", "zstd")
+        level = metadata.properties.get("write.parquet.compression-level")
+        folder = publish_folder(metadata.location, markers)
+        local = local_path(folder)
+        Path(local).mkdir(parents=True)
         paths: list[str] = []
         footers: list[Any] = []
         offset = 0
@@ -356,12 +427,12 @@ class DuckDBIcebergEngine(DuckDBEngine):
                     footers.append(writer.writer.metadata)
                 offset += count
         except (OSError, ValueError) as error:
-            shutil.rmtree(local_path(folder), ignore_errors=True)
+            shutil.rmtree(local, ignore_errors=True)
+            label = ".".join(self.tables.identifier(target.name, target.schema))
             raise EngineError(
-                f"iceberg: {'.'.join(table.name())}: cannot write its files: {error}; nothing "
-                "was published"
+                f"iceberg: {label}: cannot write its files: {error}; nothing was published"
             ) from None
-        return WrittenFiles(tuple(paths), tuple(footers))
+        return WrittenFiles(tuple(paths), tuple(footers), local)
 
     def _table_for(self, target: Target, arrow_schema: Any, markers: Sequence[CommitMarker]) -> Any:
         """The model's Iceberg table, created (partitioned by the grain) or given the target's
@@ -487,6 +558,13 @@ class DuckDBIcebergEngine(DuckDBEngine):
         found = self.tables.markers_of(model, start, end)
         return found or super().markers_of(model, start, end)
 
+    def drop_staging(self, staging: str | None = None) -> int:
+        for name in list(self._ahead) if staging is None else [staging]:
+            ahead = self._ahead.pop(name, None)
+            if ahead is not None:  # written ahead of a publish that will not come
+                shutil.rmtree(ahead.files.folder, ignore_errors=True)
+        return super().drop_staging(staging)
+
     def handle(self) -> DuckDBIcebergEngine:
         twin = super().handle()
         if not isinstance(twin, DuckDBIcebergEngine):  # DuckDBEngine.handle makes its own type
@@ -495,6 +573,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
         twin._read_only = self._read_only
         twin._owns_tables = False
         twin._copies = self._mirrors()  # one writer: its handles share what it copied
+        twin._ahead = self._ahead
         return twin
 
     def close(self) -> None:
@@ -504,6 +583,28 @@ class DuckDBIcebergEngine(DuckDBEngine):
 
 
 _EVERY_ROW = AlwaysTrue()
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """A window's files written before its publish, with the checksums of the staged rows per
+    partition, for the table in the shape it had then."""
+
+    files: WrittenFiles
+    expected: dict[int, Checksum]
+    shape: tuple[str, int, int]
+    starts: tuple[int, ...]
+
+    def fits(self, metadata: Any, markers: Sequence[CommitMarker]) -> bool:
+        """Whether the publish of `markers` into the table of `metadata` can commit them."""
+        return self.shape == _shape(metadata) and self.starts == tuple(
+            m.partition_start for m in markers
+        )
+
+
+def _shape(metadata: Any) -> tuple[str, int, int]:
+    """What files written for a table depend on: which table it is, its schema and its spec."""
+    return (str(metadata.table_uuid), metadata.current_schema_id, metadata.default_spec_id)
 
 
 def published_copies(warehouse: Path) -> bool:
@@ -544,20 +645,20 @@ _FILE_TYPES = (
 
 
 def _partition_rows(
-    table: Any, markers: Sequence[CommitMarker], expected: Mapping[int, Checksum], rows: int
+    metadata: Any, markers: Sequence[CommitMarker], expected: Mapping[int, Checksum], rows: int
 ) -> list[int] | None:
     """How many of the window's rows, in the partition column's order, each file takes: all in
     one file for an unpartitioned table or one key, else one slice per marked partition (the
     staged rows counted per partition, which must add up to all of them); None when the files
     could not be added as they are."""
-    schema = table.schema()
+    schema = metadata.schema()
     if any(not isinstance(f.field_type, _FILE_TYPES) for f in schema.fields):
         return None
     if sanitize_column_names(schema) != schema:
         return None  # pyiceberg's writer names such columns otherwise in the files
-    if any(key.startswith("write.metadata.metrics") for key in table.properties):
+    if any(key.startswith("write.metadata.metrics") for key in metadata.properties):
         return None  # a file's partition is read from its column statistics
-    spec = table.spec()
+    spec = metadata.spec()
     if spec.is_unpartitioned():
         return [rows]
     if len(spec.fields) != 1 or not markers:

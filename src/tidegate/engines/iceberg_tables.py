@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import uuid
 import warnings
@@ -36,6 +37,7 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
 )
+from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
 from pyiceberg.table.update.snapshot import ManageSnapshots
@@ -86,6 +88,8 @@ class WrittenFiles:
 
     paths: tuple[str, ...]
     footers: tuple[Any, ...]
+    # the local folder holding them, which holds nothing else
+    folder: str
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,11 @@ class IcebergTables:
         if fresh or not self.one_writer or key not in self._loaded:
             self._loaded[key] = self._read(key)
         return self._loaded[key]
+
+    def loaded(self, name: str, schema: str | None = None) -> Table | None:
+        """The table as this process last read or wrote it, without asking the catalog (None
+        when it has not): what another thread may look at while a publish commits."""
+        return self._loaded.get(self.identifier(name, schema))
 
     def _read(self, identifier: tuple[str, str]) -> Table | None:
         try:
@@ -413,6 +422,21 @@ class IcebergTables:
             except CommitFailedException:
                 continue
 
+    def discard_unpublished(self, name: str, schema: str | None, folder: str) -> None:
+        """Remove a failed publish's local folder, unless main lists a file of it: the failure
+        came after main moved (then, or when main cannot be read, the files stay; `tidegate
+        maintain` removes them once no snapshot lists them)."""
+        try:
+            table = self.load(name, schema, fresh=True)
+            listed: list[str] = []
+            if table is not None and table.metadata.current_snapshot_id is not None:
+                listed = self.data_files(table, table.metadata.current_snapshot_id, AlwaysTrue())
+        except (EngineError, OSError):
+            return
+        prefix = folder.rstrip("/") + "/"
+        if not any(path.startswith(prefix) for path in listed):
+            shutil.rmtree(folder, ignore_errors=True)
+
     def refuse_republished(
         self, name: str, schema: str | None, markers: Sequence[CommitMarker]
     ) -> None:
@@ -654,11 +678,11 @@ def named(identifier: str) -> tuple[str, str]:
     return namespace, name
 
 
-def publish_folder(table: Table, markers: Sequence[CommitMarker]) -> str:
-    """A fresh folder of one publish's files in the table's (as its location spells it: a
+def publish_folder(location: str, markers: Sequence[CommitMarker]) -> str:
+    """A fresh folder of one publish's files in the table's at `location` (as it spells it: a
     path or a file URI), named after its first attempt (Iceberg's own writers use data/)."""
     attempt = markers[0].attempt_id if markers else "unmarked"
-    return f"{table.location().rstrip('/')}/data/tidegate-{attempt}-{uuid.uuid4().hex[:12]}"
+    return f"{location.rstrip('/')}/data/tidegate-{attempt}-{uuid.uuid4().hex[:12]}"
 
 
 def refuse_incomplete(markers: Sequence[CommitMarker]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from abc import abstractmethod
 from calendar import timegm
 from collections.abc import Mapping, Sequence
@@ -21,8 +20,6 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-from pyiceberg.expressions import AlwaysTrue
 
 from tidegate.crash import crash_point
 from tidegate.domain.checksum import Checksum
@@ -137,28 +134,13 @@ class SparkPublish(SqlQueries):
                 holding=holding,
             )
         except BaseException:
-            self._discard_unpublished(target, folder)
+            self.tables.discard_unpublished(target.name, target.schema, folder)
             if created:  # a failed first publish leaves no table behind
                 self.tables.drop(target.name, target.schema)
             raise
         with contextlib.suppress(EngineError):
             self.drop_staging(staging)
         return content
-
-    def _discard_unpublished(self, target: Target, folder: str) -> None:
-        """Remove a failed publish's folder, unless main lists a file of it: the failure came
-        after main moved (then, or when main cannot be read, the files stay; `tidegate
-        maintain` removes them once no snapshot lists them)."""
-        try:
-            table = self.tables.load(target.name, target.schema, fresh=True)
-            listed: list[str] = []
-            if table is not None and table.metadata.current_snapshot_id is not None:
-                listed = self.tables.data_files(table, table.metadata.current_snapshot_id, _ALL)
-        except (EngineError, OSError):
-            return
-        prefix = folder.rstrip("/") + "/"
-        if not any(path.startswith(prefix) for path in listed):
-            shutil.rmtree(folder, ignore_errors=True)
 
     def raise_fence(self, fence: Fence) -> None:
         self._fences.raise_fence(fence)
@@ -203,7 +185,7 @@ class SparkPublish(SqlQueries):
 
     def _folder(self, table: Any, markers: Sequence[CommitMarker]) -> str:
         """A fresh local folder of one publish in the table's."""
-        folder = tables_folder(publish_folder(table, markers))
+        folder = tables_folder(publish_folder(table.location(), markers))
         if folder is None:
             raise EngineError(f"iceberg: the files of {'.'.join(table.name())} are not local")
         return folder
@@ -301,9 +283,6 @@ class SparkPublish(SqlQueries):
             return {m.partition_start: Checksum(int(rows[0][0]), int(rows[0][1])) for m in markers}
         measured = {int(r[0]): Checksum(int(r[1]), int(r[2])) for r in rows if r[0] is not None}
         return {m.partition_start: measured.get(m.partition_start, Checksum(0, 0)) for m in markers}
-
-
-_ALL = AlwaysTrue()
 
 
 def table_columns(table: Any) -> list[Column]:

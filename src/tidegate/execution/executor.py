@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from tidegate.crash import crash_point
 from tidegate.domain.attempt import AttemptState
@@ -30,7 +31,7 @@ from tidegate.domain.run import Attempt, Audit
 from tidegate.domain.secrets import Redactor, Secrets
 from tidegate.domain.taint import TaintPolicy
 from tidegate.domain.throttle import AdaptiveThrottle, Adjustment
-from tidegate.engines.base import CommitMarker, Engine, Fence, Target
+from tidegate.engines.base import AheadWriter, CommitMarker, Engine, Fence, Target
 from tidegate.execution.inputs import ReadPlan, read_inputs
 from tidegate.execution.read_ahead import Stretch, Upcoming
 from tidegate.execution.unit import Computed, QueryStager, ReadFrom, Stager, Unit, compute
@@ -97,6 +98,27 @@ def publish_target(spec: ModelSpec, rebuild: bool = False) -> Target:
         grain=None if spec.single_unit else spec.grain.value,
         cursor=spec.cursor is not None,
     )
+
+
+def _markers(
+    run_id: str, version: Version, computed: Computed, published_at: str
+) -> list[CommitMarker]:
+    """The commit markers of a computed unit's partitions."""
+    attempts = computed.unit.attempts
+    return [
+        CommitMarker(
+            attempt_id=attempts[p.start],
+            model=version.spec.name,
+            grain=version.spec.grain.value,
+            partition_start=p.start,
+            partition_end=p.end,
+            run_id=run_id,
+            version_id=version.version_id,
+            checksum=str(computed.checksums[p.start]),
+            published_at=published_at,
+        )
+        for p in computed.unit.partitions
+    ]
 
 
 def in_flight_limit(version: Version, options: Options) -> int:
@@ -393,6 +415,7 @@ class Executor:
         slot = slots.get()
         try:
             work = self._work(handles[slot], slot, version, intent)
+            self._write_ahead(handles[slot], run_id, version, work, options)
             tally = Tally()
             with self._publisher:
                 if not self._aborted.is_set():
@@ -465,6 +488,27 @@ class Executor:
         except BaseException:
             intent.inputs_read.set()
             raise
+
+    def _write_ahead(
+        self, engine: Engine, run_id: str, version: Version, work: Work, options: Options
+    ) -> None:
+        """On the worker, what the publish of each unit that passed its audit can write before
+        it commits (an Iceberg table's files): the publisher, one batch at a time, then only
+        commits."""
+        spec = version.spec
+        if not engine.capabilities.writes_ahead or spec.update is not None:
+            return
+        target = publish_target(spec, options.rebuild)
+        for computed in work.computed:
+            unit = computed.unit
+            if computed.error is not None or not computed.checksums:
+                continue
+            if any(computed.problems(p.start) for p in unit.partitions):
+                continue
+            markers = _markers(run_id, version, computed, stamp(self.clock))
+            cast(AheadWriter, engine).write_ahead(
+                target, computed.staging, unit.bounds(spec), markers
+            )
 
     def _audited(self, computed: Computed) -> Computed:
         """Record a unit's audit on its worker: the checks and checksums of what it staged, or
@@ -661,20 +705,7 @@ class Executor:
         spec = version.spec
         attempts = unit.attempts
         published_at = stamp(self.clock)
-        markers = [
-            CommitMarker(
-                attempt_id=attempts[p.start],
-                model=spec.name,
-                grain=spec.grain.value,
-                partition_start=p.start,
-                partition_end=p.end,
-                run_id=run_id,
-                version_id=version.version_id,
-                checksum=str(computed.checksums[p.start]),
-                published_at=published_at,
-            )
-            for p in unit.partitions
-        ]
+        markers = _markers(run_id, version, computed, published_at)
         if spec.update is not None:
             return self._publish_update(spec, unit, markers, tally, options)
         target = publish_target(spec, options.rebuild)
