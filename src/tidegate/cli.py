@@ -67,6 +67,37 @@ def common(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def streams_events(command: F) -> F:
+    """--events and --events-file, taken by commands that report progress as they go: the
+    command gets `events`, the stream they ask for (None: no events)."""
+
+    @click.option(
+        "--events",
+        type=click.Choice(["jsonl"]),
+        default=None,
+        help="Progress events as JSON lines on stderr (or in --events-file), apart from the "
+        "result on stdout.",
+    )
+    @click.option(
+        "--events-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Append the progress events (JSON lines) to this file.",
+    )
+    @functools.wraps(command)
+    def wrapper(*args: Any, events: str | None, events_file: Path | None, **kwargs: Any) -> Any:
+        from tidegate.event_stream import EventStream
+
+        stream = EventStream.open(events, events_file)
+        try:
+            return command(*args, events=stream, **kwargs)
+        finally:
+            if stream is not None:
+                stream.close()
+
+    return wrapper  # type: ignore[return-value]
+
+
 def emit(as_json: bool, document: dict[str, Any], human: Callable[[], None]) -> None:
     if as_json:
         click.echo(json.dumps(document, indent=2, sort_keys=False, default=str))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -15,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import INTERRUPTED_EXIT, Argument, common, emit, fail
+from tidegate.cli import INTERRUPTED_EXIT, Argument, common, emit, fail, streams_events
 from tidegate.terminal import echo
 
 if TYPE_CHECKING:
+    from tidegate.event_stream import EventStream
     from tidegate.progress import BackfillProgress
 
 STOPPED_EXIT = 5
+RESULT_SCHEMA = "tidegate.backfill-result/v1"
 
 
 class _MainFormContext(click.Context):
@@ -148,9 +149,11 @@ def ctrl_c_stops(stop_flag: threading.Event, progress: BackfillProgress | None) 
     help="With --cascade: approve replacing downstream partitions consumers read.",
 )
 @common
+@streams_events
 def start(
     ctx: Any,
     as_json: bool,
+    events: EventStream | None,
     model: str | None,
     partitions: str | None,
     batch_size: int | None,
@@ -209,6 +212,7 @@ def start(
 
         run_batches(
             as_json,
+            events,
             lambda flag, progress: queue.start(
                 ctx,
                 request,
@@ -239,6 +243,7 @@ def start(
 
     run_batches(
         as_json,
+        events,
         lambda flag, progress: op.start(
             ctx,
             request,
@@ -314,17 +319,20 @@ def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
 
 def run_batches(
     as_json: bool,
+    events: EventStream | None,
     go: Callable[[threading.Event, Any], Any],
     command: str = "backfill",
     after: Callable[[threading.Event, Any, Any], Any] | None = None,
 ) -> None:
-    """Run a backfill-like command (`backfill`, `recover`) with live progress, Ctrl-C
-    stopping it, and its summary and exit code; `after` (a cascade) runs once it succeeded."""
+    """Run a backfill-like command (`backfill`, `recover`) with live progress (and its events),
+    Ctrl-C stopping it, and its result and exit code; `after` (a cascade) runs once it
+    succeeded."""
     from tidegate.domain.attempt import RunStatus
     from tidegate.progress import BackfillProgress
 
     stop_flag = threading.Event()
-    progress = BackfillProgress(as_json, "recomputing" if command == "recover" else "backfilling")
+    verb = "recomputing" if command == "recover" else "backfilling"
+    progress = BackfillProgress(as_json, events, verb)
     cascade = None
     with ctrl_c_stops(stop_flag, progress):
         result = go(stop_flag, progress)
@@ -352,7 +360,10 @@ def run_batches(
     }
     document["cascade"] = None if cascade is None else cascade.document()
     progress.end(document)
-    if not as_json:
+    if as_json:
+        # the one document on stdout, whatever the outcome: the exit code tells it too
+        emit(True, {"schema": RESULT_SCHEMA, **document}, lambda: None)
+    else:
         echo(
             f"{result.run_id}: {result.status.value}; {report.published} published"
             + (f" ({progress.published}{progress.of_total()} in all)" if progress.before else "")
@@ -408,11 +419,12 @@ def cascade_exit(cascade: Any, stop_flag: threading.Event) -> None:
 @click.argument("run_id", cls=Argument, help="The backfill's run id.")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
-def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
+@streams_events
+def resume(ctx: Any, as_json: bool, events: EventStream | None, run_id: str, wait: bool) -> None:
     """Continue a stopped or failed backfill from its checkpoints, with its recorded plan."""
     from tidegate.ops import backfill as op
 
-    if resumed_already(ctx, as_json, run_id, op.KIND):
+    if resumed_already(ctx, as_json, events, run_id, op.KIND):
         return
     run = op.run_of(ctx, run_id)
     if run.distributed:
@@ -421,6 +433,7 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
 
         run_batches(
             as_json,
+            events,
             lambda flag, progress: queue.resume(
                 ctx, run, flag, progress.outcome, progress.start, SystemTimer(), progress.unclaimed
             ),
@@ -428,6 +441,7 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
         return
     run_batches(
         as_json,
+        events,
         lambda flag, progress: op.resume(
             ctx,
             run_id,
@@ -440,35 +454,34 @@ def resume(ctx: Any, as_json: bool, run_id: str, wait: bool) -> None:
     )
 
 
-def resumed_already(ctx: Any, as_json: bool, run_id: str, kind: str) -> bool:
-    """Whether the run succeeded already; then say so, as the end of a run that did nothing."""
+def resumed_already(
+    ctx: Any, as_json: bool, events: EventStream | None, run_id: str, kind: str
+) -> bool:
+    """Whether the run succeeded already; then say so, as the end of a run that did nothing
+    (the result document, and the end event)."""
     from tidegate.ops import backfill as op
 
     run = op.already_succeeded(ctx, run_id, kind)
     if run is None:
         return False
     reason = op.nothing_to_resume(run)
-    if as_json:
-        # a resume prints JSON lines: the no-op is the stream's one line, its end event
-        end: dict[str, Any] = {
-            "schema": "tidegate.backfill-event/v1",
-            "event": "end",
-            "run_id": run.run_id,
-            "status": run.status.value,
-            "reason": reason,
-            "published": 0,
-            "failed": 0,
-            "skipped": 0,
-            "rows": 0,
-            "source_rows": 0,
-            "trigger": None,
-            "notes": [],
-            "cascade": None,
-            "nothing_to_resume": True,
-        }
-        echo(json.dumps(end))
-    else:
-        echo(reason)
+    document: dict[str, Any] = {
+        "run_id": run.run_id,
+        "status": run.status.value,
+        "reason": reason,
+        "published": 0,
+        "failed": 0,
+        "skipped": 0,
+        "rows": 0,
+        "source_rows": 0,
+        "trigger": None,
+        "notes": [],
+        "cascade": None,
+        "nothing_to_resume": True,
+    }
+    if events is not None:
+        events.write({"schema": "tidegate.backfill-event/v1", "event": "end", **document})
+    emit(as_json, {"schema": RESULT_SCHEMA, **document}, lambda: echo(reason))
     return True
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import Argument, common, emit
+from tidegate.cli import Argument, common, emit, streams_events
 from tidegate.cli_backfill import (
     BackfillGroup,
     MainForm,
@@ -19,6 +19,7 @@ from tidegate.terminal import echo
 
 if TYPE_CHECKING:
     from tidegate.domain.recover import RecoverPlan
+    from tidegate.event_stream import EventStream
     from tidegate.ops.context import Context
 
 
@@ -116,9 +117,11 @@ def recover() -> None:
 )
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
+@streams_events
 def start(
     ctx: Context,
     as_json: bool,
+    events: EventStream | None,
     model: str | None,
     partitions: str | None,
     batch_size: int | None,
@@ -167,6 +170,7 @@ def start(
         return
     run_batches(
         as_json,
+        events,
         lambda flag, progress: op.start(ctx, request, flag, progress.outcome, progress.start),
         "recover",
     )
@@ -176,14 +180,18 @@ def start(
 @click.argument("run_id", cls=Argument, help="The recovery's run id.")
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
-def resume(ctx: Context, as_json: bool, run_id: str, wait: bool) -> None:
+@streams_events
+def resume(
+    ctx: Context, as_json: bool, events: EventStream | None, run_id: str, wait: bool
+) -> None:
     """Continue a stopped or failed recovery with its recorded plan."""
     from tidegate.ops import recover as op
 
-    if resumed_already(ctx, as_json, run_id, op.KIND):
+    if resumed_already(ctx, as_json, events, run_id, op.KIND):
         return
     run_batches(
         as_json,
+        events,
         lambda flag, progress: op.resume(ctx, run_id, flag, progress.outcome, progress.start),
         "recover",
     )

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tidegate.cli import Argument, common, emit, fail
+from tidegate.cli import Argument, common, emit, fail, streams_events
 
 if TYPE_CHECKING:
+    from tidegate.event_stream import EventStream
     from tidegate.ops.cascade import Cascade
     from tidegate.ops.rerun import Plan, Result
 
@@ -45,9 +46,11 @@ if TYPE_CHECKING:
 )
 @click.option("--wait", is_flag=True, help="Wait for another writer instead of exiting 4.")
 @common
+@streams_events
 def rerun(
     ctx: Any,
     as_json: bool,
+    events: EventStream | None,
     run_id: str,
     model: str | None,
     partitions: str | None,
@@ -109,8 +112,8 @@ def rerun(
     done = None
     if cascade and result.status.value == "succeeded":
         stop_flag = threading.Event()
-        # a rerun's --json is one document: the cascade's progress is shown to people only
-        progress = None if as_json else BackfillProgress(False, "recomputing")
+        # a rerun's --json is one document: the cascade's progress goes to people and events
+        progress = BackfillProgress(as_json, events, "recomputing")
         with ctrl_c_stops(stop_flag, progress):
             done = cascading.run(
                 ctx,
@@ -118,8 +121,8 @@ def rerun(
                 cascading.DEFAULT_BATCH_SIZE,
                 1,
                 stop_flag,
-                progress.outcome if progress else lambda _: None,
-                progress.start if progress else lambda *_: None,
+                progress.outcome,
+                progress.start,
             )
     document = rerun_document(plan, result, done)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import signal
 import threading
 from collections.abc import Iterator
@@ -13,7 +12,8 @@ from typing import Any
 
 import click
 
-from tidegate.cli import common
+from tidegate.cli import common, emit, streams_events
+from tidegate.event_stream import EventStream
 from tidegate.terminal import echo
 
 
@@ -56,9 +56,11 @@ def stops_after_batch(stop_flag: threading.Event, quiet: bool) -> Iterator[None]
 @click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Exit after N.")
 @click.option("--wait", is_flag=True, help="Wait while a single writer holds the warehouse.")
 @common
+@streams_events
 def worker(
     ctx: Any,
     as_json: bool,
+    events: EventStream | None,
     name: str | None,
     lease_seconds: float | None,
     poll_seconds: float,
@@ -80,9 +82,10 @@ def worker(
     )
 
     def tell(event: distributed.WorkerEvent) -> None:
-        if as_json:
+        if events is not None:
             document = {"schema": "tidegate.worker-event/v1", "worker": options.name}
-            click.echo(json.dumps(document | dataclasses.asdict(event)))
+            events.write(document | dataclasses.asdict(event))
+        if as_json:
             return
         where = f"{event.run_id}" + (f" batch {event.batch}" if event.batch is not None else "")
         line = f"{options.name}: {event.event} {where}"
@@ -98,5 +101,5 @@ def worker(
     stop_flag = threading.Event()
     with stops_after_batch(stop_flag, as_json):
         settled = distributed.work(ctx, options, stop_flag, tell, SystemTimer())
-    if not as_json:
-        echo(f"{options.name}: {settled} batch(es) settled")
+    document = {"schema": "tidegate.worker-result/v1", "worker": options.name, "settled": settled}
+    emit(as_json, document, lambda: echo(f"{options.name}: {settled} batch(es) settled"))

@@ -1,21 +1,20 @@
 """Live progress of a backfill: a rich progress bar on a terminal, plain lines otherwise,
-JSON lines with --json."""
+nothing with --json (stdout holds the result document alone); JSON lines on the event stream
+of --events."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass
 from typing import Any
-
-import click
 
 from tidegate.domain.attempt import AttemptState
 from tidegate.domain.backfill import BackfillPlan, eta_seconds
 from tidegate.domain.clock import SystemTimer, Timer
 from tidegate.domain.partitions import Grain, PartitionKey, PartitionRange
 from tidegate.domain.throttle import Adjustment
+from tidegate.event_stream import EventStream
 from tidegate.execution.executor import Outcome
 from tidegate.terminal import echo
 
@@ -41,11 +40,17 @@ class BackfillProgress:
     """Counts outcomes and shows them; one instance per backfill command."""
 
     def __init__(
-        self, as_json: bool, verb: str = "backfilling", timer: Timer | None = None
+        self,
+        quiet: bool,
+        events: EventStream | None = None,
+        verb: str = "backfilling",
+        timer: Timer | None = None,
     ) -> None:
-        self.as_json = as_json
+        # --json: stdout is the result document's alone, nothing is shown
+        self.quiet = quiet
+        self.events = events
         self.verb = verb
-        self.tty = sys.stdout.isatty() and not as_json
+        self.tty = sys.stdout.isatty() and not quiet
         # the executor's timer: batch starts and rate waits are measured on the same clock
         self.timer = timer or SystemTimer()
         self.run_id = ""
@@ -81,20 +86,21 @@ class BackfillProgress:
         self.starts, self.batch_times, self._in_flight = [], [], []
         self._waiting = None
         self._told_unclaimed = False
-        if self.as_json:
-            self._emit(
-                {
-                    "event": "start",
-                    "run_id": run_id,
-                    "model": plan.model,
-                    "version_id": plan.version_id,
-                    "partitions": plan.partitions,
-                    "batch_size": plan.batch_size,
-                    "max_concurrency": plan.max_concurrency,
-                    "rate_per_minute": plan.rate_per_minute,
-                }
-            )
-        elif self.tty:
+        self._emit(
+            {
+                "event": "start",
+                "run_id": run_id,
+                "model": plan.model,
+                "version_id": plan.version_id,
+                "partitions": plan.partitions,
+                "batch_size": plan.batch_size,
+                "max_concurrency": plan.max_concurrency,
+                "rate_per_minute": plan.rate_per_minute,
+            }
+        )
+        if self.quiet:
+            return
+        if self.tty:
             from rich.progress import BarColumn, Progress, TextColumn
 
             from tidegate.render import console
@@ -133,7 +139,7 @@ class BackfillProgress:
             self._bar.update(
                 self._task, completed=self.done, count=self._count(), detail=self._detail()
             )
-        elif not self.as_json:
+        elif not self.quiet:
             echo(f"{self.run_id}: {published}{self.of_total()} published before; resuming")
 
     def batch(self, _index: int, window: PartitionRange, at: float) -> None:
@@ -152,13 +158,13 @@ class BackfillProgress:
         self._waiting = seconds
         if self.tty:
             self._bar.update(self._task, detail=self._detail())
-        elif not self.as_json:
+        elif not self.quiet:
             self._plain_line(force=False)
 
     def stopping(self) -> None:
         """The first Ctrl-C: shown where the progress is — on the bar, or as a progress line —
         so that the run's one message on stderr is the summary it ends with."""
-        if self.as_json:
+        if self.quiet:
             return
         self._stopping = True
         if self._bar is not None:
@@ -172,7 +178,7 @@ class BackfillProgress:
         """A distributed run's queued batches wait for a worker's first claim, `waited`
         seconds so far: said once when the wait passes `threshold`, then kept visible (a plain
         line every PLAIN_EVERY_SECONDS without a terminal) so that the wait reads as alive."""
-        if self.as_json:
+        if self.quiet:
             return
         hint = "start one with: tidegate worker"
         if not self._told_unclaimed:
@@ -204,21 +210,22 @@ class BackfillProgress:
             self.failed += 1
         else:
             self.skipped += 1
-        if self.as_json:
-            self._emit(
-                {
-                    "event": "partition",
-                    "run_id": self.run_id,
-                    "model": outcome.model,
-                    "partition": outcome.label,
-                    "state": outcome.state.value,
-                    "attempt_id": outcome.attempt_id,
-                    "rows": outcome.rows,
-                    "checksum": outcome.checksum,
-                    "reason": outcome.reason,
-                }
-            )
-        elif self.tty:
+        self._emit(
+            {
+                "event": "partition",
+                "run_id": self.run_id,
+                "model": outcome.model,
+                "partition": outcome.label,
+                "state": outcome.state.value,
+                "attempt_id": outcome.attempt_id,
+                "rows": outcome.rows,
+                "checksum": outcome.checksum,
+                "reason": outcome.reason,
+            }
+        )
+        if self.quiet:
+            return
+        if self.tty:
             self._bar.update(
                 self._task, completed=self.done, count=self._count(), detail=self._detail()
             )
@@ -270,19 +277,20 @@ class BackfillProgress:
 
     def throttle(self, adjustment: Adjustment) -> None:
         """The adaptive throttle changed its rate: say so, and why."""
-        if self.as_json:
-            self._emit(
-                {
-                    "event": "throttle",
-                    "run_id": self.run_id,
-                    "batch": adjustment.batch,
-                    "latency_seconds": round(adjustment.latency_seconds, 3),
-                    "rate_before": adjustment.rate_before,
-                    "rate_after": adjustment.rate_after,
-                    "reason": adjustment.reason,
-                }
-            )
-        elif self.tty:
+        self._emit(
+            {
+                "event": "throttle",
+                "run_id": self.run_id,
+                "batch": adjustment.batch,
+                "latency_seconds": round(adjustment.latency_seconds, 3),
+                "rate_before": adjustment.rate_before,
+                "rate_after": adjustment.rate_after,
+                "reason": adjustment.reason,
+            }
+        )
+        if self.quiet:
+            return
+        if self.tty:
             self._bar.console.print(f"throttle: {adjustment.reason}")
         else:
             echo(f"{self.run_id}: throttle: {adjustment.reason}")
@@ -303,10 +311,11 @@ class BackfillProgress:
         )
 
     def end(self, document: dict[str, Any]) -> None:
+        """The run's result (`document`, the fields of its result document)."""
         if self._bar is not None:
             self._bar.stop()
-        if self.as_json:
-            self._emit({"event": "end", **document})
+        self._emit({"event": "end", **document})
 
     def _emit(self, event: dict[str, Any]) -> None:
-        click.echo(json.dumps({"schema": "tidegate.backfill-event/v1", **event}, default=str))
+        if self.events is not None:
+            self.events.write({"schema": "tidegate.backfill-event/v1", **event})
