@@ -144,6 +144,12 @@ def ctrl_c_stops(stop_flag: threading.Event, progress: BackfillProgress | None) 
     help="Then recompute what the backfill left stale downstream, upstream first.",
 )
 @click.option(
+    "--detach",
+    is_flag=True,
+    help="Run in the background: print the run id once the run is recorded, and return "
+    "(follow it with tidegate show run RUN).",
+)
+@click.option(
     "--approve",
     default=None,
     help="With --cascade: approve replacing downstream partitions consumers read.",
@@ -170,11 +176,18 @@ def start(
     force: bool,
     distributed: bool,
     cascade: bool,
+    detach: bool,
     approve: str | None,
 ) -> None:
     """Backfill MODEL over --partitions."""
     from tidegate.domain.errors import UsageError
     from tidegate.ops import backfill as op
+
+    if detach:
+        if dry_run:
+            raise UsageError("--dry-run writes nothing and returns at once; drop --detach")
+        _detach(ctx, as_json)
+        return
 
     flags = {
         "model": model,
@@ -257,6 +270,29 @@ def start(
     )
 
 
+def _detach(ctx: Any, as_json: bool) -> None:
+    """This command line again without --detach, in a background process of its own."""
+    from tidegate import detach
+
+    arguments = detach.command_line(click.get_current_context(), frozenset({"detach", "as_json"}))
+    # the project is read here: a folder that is no project is refused before anything starts
+    started = detach.start(arguments, ctx.project.root, ctx.clock)
+    document = {
+        "schema": "tidegate.backfill-detached/v1",
+        "run_id": started.run_id,
+        "pid": started.pid,
+        "log": str(started.log),
+    }
+    emit(
+        as_json,
+        document,
+        lambda: echo(
+            f"{started.run_id}: running in the background (pid {started.pid}, log "
+            f"{started.log}); follow it with tidegate show run {started.run_id}"
+        ),
+    )
+
+
 def _dry_run(ctx: Any, as_json: bool, request: Any) -> None:
     from tidegate.ops import backfill as op
 
@@ -327,12 +363,13 @@ def run_batches(
     """Run a backfill-like command (`backfill`, `recover`) with live progress (and its events),
     Ctrl-C stopping it, and its result and exit code; `after` (a cascade) runs once it
     succeeded."""
+    from tidegate.detach import tell_run_id
     from tidegate.domain.attempt import RunStatus
     from tidegate.progress import BackfillProgress
 
     stop_flag = threading.Event()
     verb = "recomputing" if command == "recover" else "backfilling"
-    progress = BackfillProgress(as_json, events, verb)
+    progress = BackfillProgress(as_json, events, verb, on_run=tell_run_id)
     cascade = None
     with ctrl_c_stops(stop_flag, progress):
         result = go(stop_flag, progress)

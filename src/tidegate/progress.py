@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,11 +46,14 @@ class BackfillProgress:
         events: EventStream | None = None,
         verb: str = "backfilling",
         timer: Timer | None = None,
+        on_run: Callable[[str], None] = lambda _: None,
     ) -> None:
         # --json: stdout is the result document's alone, nothing is shown
         self.quiet = quiet
         self.events = events
         self.verb = verb
+        # told each run id as its run begins (a detached process hands the first one over)
+        self.on_run = on_run
         self.tty = sys.stdout.isatty() and not quiet
         # the executor's timer: batch starts and rate waits are measured on the same clock
         self.timer = timer or SystemTimer()
@@ -86,6 +90,7 @@ class BackfillProgress:
         self.starts, self.batch_times, self._in_flight = [], [], []
         self._waiting = None
         self._told_unclaimed = False
+        self.on_run(run_id)
         self._emit(
             {
                 "event": "start",
