@@ -135,6 +135,17 @@ def run_process(
     return Result(process.returncode, stdout, stderr)
 
 
+def run_process_events(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> Result:
+    """`run_process` with `--events-file FILE`: its result, with `events` the progress events
+    the process wrote."""
+    with tempfile.TemporaryDirectory(prefix="tidegate-events-") as folder:
+        path = Path(folder) / "events.jsonl"
+        result = run_process(*args, "--events-file", path, env=env, timeout=timeout)
+        return replace(result, events=tuple(events_of(path)))
+
+
 _TEMPLATES: dict[tuple[int, int], Path] = {}
 
 

@@ -384,9 +384,7 @@ def test_events_match_their_schema(outputs: Outputs, label: str) -> None:
 
 
 def test_only_the_commands_asked_for_events_wrote_any(outputs: Outputs) -> None:
-    assert {label for label, results in outputs.results.items() if results[0].events} == set(
-        EVENTS
-    )
+    assert {label for label, results in outputs.results.items() if results[0].events} == set(EVENTS)
 
 
 def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outputs) -> None:
