@@ -12,8 +12,9 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ class Result:
     exit_code: int
     stdout: str
     stderr: str
+    # the progress events the command wrote to its --events-file (with `tidegate_events`)
+    events: tuple[dict[str, Any], ...] = ()
 
     def json(self) -> Any:
         return json.loads(self.stdout)
@@ -65,12 +68,33 @@ def cli(project: Path, *args: str, code: int = 0) -> Result:
 
 
 def result_document(project: Path, *args: str, code: int = 0) -> dict[str, Any]:
-    """`tidegate ARGS --json`'s result document: a backfill's events come first, a line each,
-    and its result document is the last line; the others print one indented document."""
-    out = cli(project, *args, "--json", code=code).stdout.strip()
-    last = out if out.startswith("{\n") else out.splitlines()[-1]
-    document: dict[str, Any] = json.loads(last)
+    """`tidegate ARGS --json`'s result document: every command prints exactly one."""
+    document: dict[str, Any] = cli(project, *args, "--json", code=code).json()
     return document
+
+
+def events_of(path: Path) -> list[dict[str, Any]]:
+    """The progress events in an --events-file (JSON lines), in order; none if it is missing."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def tidegate_events(*args: str | Path) -> Result:
+    """`tidegate ARGS --events-file FILE` in this process: its result, with `events` the
+    progress events it wrote (a backfill's, a recovery's, a worker's)."""
+    with tempfile.TemporaryDirectory(prefix="tidegate-events-") as folder:
+        path = Path(folder) / "events.jsonl"
+        result = tidegate(*args, "--events-file", path)
+        return replace(result, events=tuple(events_of(path)))
+
+
+def cli_events(project: Path, *args: str, code: int = 0) -> Result:
+    """`tidegate ARGS --project PROJECT --events-file FILE`, which must exit with `code`; its
+    result carries the progress events (`Result.events`)."""
+    result = tidegate_events(*args, "--project", project)
+    assert result.exit_code == code, (args, result.stdout[-2000:], result.stderr)
+    return result
 
 
 def spawn(
@@ -109,6 +133,17 @@ def run_process(
     process = spawn(*args, env=env)
     stdout, stderr = process.communicate(timeout=timeout)
     return Result(process.returncode, stdout, stderr)
+
+
+def run_process_events(
+    *args: str | Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> Result:
+    """`run_process` with `--events-file FILE`: its result, with `events` the progress events
+    the process wrote."""
+    with tempfile.TemporaryDirectory(prefix="tidegate-events-") as folder:
+        path = Path(folder) / "events.jsonl"
+        result = run_process(*args, "--events-file", path, env=env, timeout=timeout)
+        return replace(result, events=tuple(events_of(path)))
 
 
 _TEMPLATES: dict[tuple[int, int], Path] = {}

@@ -20,7 +20,7 @@ import pytest
 from psycopg import sql
 from sqlglot import exp
 
-from tests.kit import Result, tidegate
+from tests.kit import Result, tidegate, tidegate_events
 from tidegate.execution.dbt import VENV_VARIABLE, dbt_executable
 
 FIXTURE = Path(__file__).parent / "jaffle"
@@ -376,6 +376,13 @@ def release(shop: Shop | PostgresShop, models: tuple[str, ...] = MODELS) -> None
 def cli(root: Path, *args: str, code: int = 0) -> Result:
     """The tidegate CLI, in this process; `init` takes its folder, the rest `--project`."""
     found = tidegate(*args) if args[0] == "init" else tidegate(*args, "--project", root)
+    assert found.exit_code == code, (args, found.stdout, found.stderr)
+    return found
+
+
+def cli_events(root: Path, *args: str, code: int = 0) -> Result:
+    """`cli` with an --events-file: the result carries the progress events (`Result.events`)."""
+    found = tidegate_events(*args, "--project", root)
     assert found.exit_code == code, (args, found.stdout, found.stderr)
     return found
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,7 +20,7 @@ from tests.faults.ledger import (
     live_attempts,
     published_checksums,
 )
-from tests.kit import run_process, warehouse_rows
+from tests.kit import run_process, run_process_events, warehouse_rows
 from tidegate.crash import ENVIRONMENT_VARIABLE
 from tidegate.domain.partitions import to_utc
 
@@ -91,10 +90,6 @@ def marker_days(root: Path) -> list[date]:
     return sorted(day_of(r[0]) for r in rows)
 
 
-def events(stdout: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
-
-
 @pytest.mark.parametrize(("point", "concluded"), POINTS, ids=[p for p, _ in POINTS])
 def test_a_killed_backfill_of_a_dbt_model_resumes_to_a_clean_run(
     point: str,
@@ -125,11 +120,12 @@ def test_a_killed_backfill_of_a_dbt_model_resumes_to_a_clean_run(
     committed = DAYS[:KILLED_AT] if concluded == "published" else DAYS[: KILLED_AT - 1]
     assert marker_days(shop.root) == committed
 
-    resumed = run_process(
+    resumed = run_process_events(
         "backfill", "resume", run_id, "--project", shop.root, "--json", timeout=300
     )
     assert resumed.exit_code == 0, (resumed.stdout, resumed.stderr)
-    found = events(resumed.stdout)
+    found = resumed.events
+    assert resumed.json()["status"] == "succeeded"
     assert found[0]["event"] == "start" and found[0]["run_id"] == run_id
     assert found[-1]["event"] == "end" and found[-1]["status"] == "succeeded"
     # the resume did only what the dead process had not committed

@@ -123,15 +123,15 @@ def test_a_dbt_compile_error_is_one_line_naming_the_node_and_file(shop: kit.Shop
 def test_an_empty_day_is_skipped_never_a_placeholder_row(shop: kit.Shop) -> None:
     kit.release(shop)
     after = f"{kit.BEGIN.replace(day=kit.BEGIN.day + shop.days).isoformat()}"
-    events = kit.cli(shop.root, "backfill", "stg_orders", "--partitions", after, "--json", code=1)
-    [skipped] = [
-        e for e in map(json.loads, events.stdout.splitlines()) if e["event"] == "partition"
-    ]
+    events = kit.cli_events(
+        shop.root, "backfill", "stg_orders", "--partitions", after, "--json", code=1
+    )
+    [skipped] = [e for e in events.events if e["event"] == "partition"]
     assert skipped["state"] == "skipped" and "raw_orders has 0 row(s)" in skipped["reason"]
-    events = kit.cli(shop.root, "backfill", "orders", "--partitions", after, "--json", code=1)
-    [waiting] = [
-        e for e in map(json.loads, events.stdout.splitlines()) if e["event"] == "partition"
-    ]
+    events = kit.cli_events(
+        shop.root, "backfill", "orders", "--partitions", after, "--json", code=1
+    )
+    [waiting] = [e for e in events.events if e["event"] == "partition"]
     assert waiting["state"] == "skipped" and "stg_orders" in waiting["reason"]
     with duckdb.connect(str(shop.warehouse), read_only=True) as con:
         nulls = con.execute("SELECT count(*) FROM orders WHERE order_id IS NULL").fetchone()

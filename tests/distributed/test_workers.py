@@ -27,7 +27,7 @@ from tests.distributed.kit import (
 )
 from tests.engines.postgres_kit import admin, fresh_database, rows
 from tests.faults.ledger import wait_until
-from tests.kit import EXAMPLE_COLUMNS, example_project, tidegate, warehouse_rows
+from tests.kit import EXAMPLE_COLUMNS, events_of, example_project, tidegate, warehouse_rows
 from tests.ops.test_json_schemas import validator
 from tidegate.crash import CRASH_POINTS
 
@@ -257,8 +257,9 @@ def test_a_stop_loss_on_any_worker_halts_the_run(tmp_path: Path) -> None:
         # more may be in flight when it fires (two at a time) — long before the run's 18
         published = published_count(dsn, run_id)
         assert 20 <= published <= 25, published
-        end = [line for line in boss.stdout().splitlines() if '"trigger"' in line]
-        assert end and '"max_source_rows"' in end[-1]
+        end = json.loads(boss.stdout())  # its one result document, also for a failed run
+        assert end["schema"] == "tidegate.backfill-result/v1"
+        assert end["trigger"]["name"] == "max_source_rows", end
 
 
 def test_workers_keep_the_runs_concurrency_between_them(tmp_path: Path) -> None:
@@ -270,13 +271,23 @@ def test_workers_keep_the_runs_concurrency_between_them(tmp_path: Path) -> None:
             logs, project, "2025-01-01..2025-01-24", "--batch-size", "2", "--max-concurrency", "2"
         )
         wait_until("the run is queued", lambda: run_row(dsn), 60)
-        workers = [worker(logs, f"w{i}", project, "--json") for i in range(4)]
+        workers = [
+            worker(logs, f"w{i}", project, "--json", "--events-file", logs / f"w{i}.events")
+            for i in range(4)
+        ]
         assert boss.wait() == 0, boss.stderr()
         for process in workers:
             assert process.wait() == 0, process.stderr()
         run_id = run_row(dsn)[0]
-        # every worker's output is JSON lines of its versioned schema
-        events = [json.loads(line) for p in workers for line in p.stdout().splitlines()]
+        # every worker prints one result document and writes its events as JSON lines, each of
+        # its versioned schema
+        results = [json.loads(p.stdout()) for p in workers]
+        for result in results:
+            errors = list(validator("worker-result").iter_errors(result))
+            assert not errors, [e.message for e in errors]
+        assert [r["worker"] for r in results] == [f"w{i}" for i in range(4)]
+        assert sum(r["settled"] for r in results) == 12
+        events = [e for i in range(4) for e in events_of(logs / f"w{i}.events")]
         for event in events:
             errors = list(validator("worker-event").iter_errors(event))
             assert not errors, [e.message for e in errors]

@@ -21,6 +21,7 @@ from tests.kit import (
     oracle_daily_revenue,
     published_daily_revenue,
     tidegate,
+    tidegate_events,
     warehouse_rows,
 )
 
@@ -140,7 +141,7 @@ def test_net_revenue_reaches_readers_only_through_a_passed_gate(tmp_path: Path) 
         "--dry-run",
     )
     assert plan["partitions"] == 365
-    events = tidegate(
+    events = tidegate_events(
         "backfill",
         "daily_revenue",
         "--partitions",
@@ -155,8 +156,9 @@ def test_net_revenue_reaches_readers_only_through_a_passed_gate(tmp_path: Path) 
         project,
     )
     assert events.exit_code == 0, events.stderr
-    end = [line for line in events.stdout.splitlines() if '"event": "end"' in line]
-    assert len(end) == 1 and '"published": 365' in end[0]
+    end = [e for e in events.events if e["event"] == "end"]
+    assert len(end) == 1 and end[0]["published"] == 365
+    assert events.json()["published"] == 365
     status = cli(project, "status", "daily_revenue")["models"][0]
     assert (status["partitions"]["published"], status["partitions"]["stale"]) == (366, 0)
     assert_exactly_once(published_daily_revenue(project), oracle_daily_revenue(project))

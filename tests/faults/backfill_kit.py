@@ -144,11 +144,6 @@ def show_run(project: Path, run_id: str) -> dict[str, Any]:
     return document
 
 
-def json_events(stdout: str) -> list[dict[str, Any]]:
-    """The JSON lines a `backfill --json` printed: start, partition…, end."""
-    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
-
-
 def edit_model(project: Path, old: str, new: str) -> str:
     """Replace `old` (exactly once) in daily_revenue's SQL, build, check that the build made a
     new version, deploy it, and return its version id."""

@@ -21,7 +21,6 @@ import pytest
 from tests.faults.backfill_kit import (
     MODEL,
     days,
-    json_events,
     listed_backfills,
     marker_days,
     published_days,
@@ -40,6 +39,7 @@ from tests.kit import (
     example_project,
     published_daily_revenue,
     run_process,
+    run_process_events,
 )
 from tidegate.crash import CRASH_POINTS, ENVIRONMENT_VARIABLE
 
@@ -182,9 +182,11 @@ def test_kill_a_backfill_then_resume_is_identical_to_a_clean_run(
     else:
         assert len(ledger_before) <= (n - 1) * max(UNIT_SIZES)
 
-    resumed = run_process("backfill", "resume", run_id, "--project", project, "--json", timeout=60)
+    resumed = run_process_events(
+        "backfill", "resume", run_id, "--project", project, "--json", timeout=60
+    )
     assert resumed.exit_code == 0, (resumed.stdout, resumed.stderr)
-    events = json_events(resumed.stdout)
+    events = resumed.events
     assert events[0]["event"] == "start" and events[-1]["event"] == "end"
     assert events[0]["run_id"] == run_id
     assert events[0]["version_id"] == plan["version_id"]

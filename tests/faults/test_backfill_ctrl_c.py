@@ -15,7 +15,6 @@ from tests.faults.backfill_kit import (
     MODEL,
     attempt_states,
     days,
-    json_events,
     listed_backfills,
     make_slow,
     marker_days,
@@ -36,7 +35,7 @@ from tests.kit import (
     assert_exactly_once,
     assert_no_staging,
     published_daily_revenue,
-    run_process,
+    run_process_events,
 )
 
 TIMEOUT = 60
@@ -58,12 +57,13 @@ def _backfill(project: Path, first: date, last: date, *extra: str) -> tuple[str,
 def _resume_completes(project: Path, run_id: str, first: date, last: date) -> list[str]:
     """Resume `run_id`; check it succeeds and the range is the oracle, exactly once. Returns
     the partitions the resume published."""
-    resumed = run_process(
+    resumed = run_process_events(
         "backfill", "resume", run_id, "--project", project, "--json", timeout=TIMEOUT
     )
     assert resumed.exit_code == 0, (resumed.stdout, resumed.stderr)
-    events = json_events(resumed.stdout)
+    events = resumed.events
     assert events[-1]["event"] == "end" and events[-1]["status"] == "succeeded", events[-1]
+    assert resumed.json()["status"] == "succeeded"
     oracle = oracle_between(project, first, last)
     assert {row[0] for row in oracle} == set(days(first, last))
     assert_exactly_once(published_daily_revenue(project), oracle)

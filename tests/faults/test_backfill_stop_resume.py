@@ -16,7 +16,6 @@ from tests.faults.backfill_kit import (
     attempt_states,
     days,
     edit_model,
-    json_events,
     listed_backfills,
     make_slow,
     marker_days,
@@ -37,6 +36,7 @@ from tests.kit import (
     assert_no_staging,
     published_daily_revenue,
     run_process,
+    run_process_events,
     state_dump,
     tidegate,
 )
@@ -83,7 +83,7 @@ def test_stop_then_resume_continues_the_recorded_plan_and_version(project: Path)
         result = backfill.finish(TIMEOUT)
     assert result.exit_code == 5, (result.exit_code, result.stderr)
     assert result.stderr.splitlines() == [f"error: backfill {run_id} stopped on request; resumable"]
-    assert json_events(result.stdout)[-1]["status"] == "stopped"
+    assert result.json()["status"] == "stopped"
 
     shown = show_run(project, run_id)
     assert shown["status"] == "stopped", shown["reason"]
@@ -108,11 +108,11 @@ def test_stop_then_resume_continues_the_recorded_plan_and_version(project: Path)
     newer = edit_model(project, "AND order_ts < $end", "AND order_ts < $end AND 1 = 1")
     assert newer != original
 
-    resumed = run_process(
+    resumed = run_process_events(
         "backfill", "resume", run_id, "--project", project, "--json", timeout=TIMEOUT
     )
     assert resumed.exit_code == 0, (resumed.stdout, resumed.stderr)
-    events = json_events(resumed.stdout)
+    events = resumed.events
     start, end = events[0], events[-1]
     assert (start["event"], start["run_id"]) == ("start", run_id)
     # the recorded plan, not one recomputed from the current code and active version

@@ -5,7 +5,6 @@ name it like a table, and a late row appended by the other tool is a changed inp
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -94,7 +93,7 @@ def test_an_iceberg_source_is_read_like_a_table_and_a_late_row_is_a_changed_inpu
         "backfill", "daily_revenue", "--partitions", DAYS, "--json", "--project", project
     )
     assert done.exit_code == 0, (done.stdout, done.stderr)
-    run_id = json.loads(done.stdout.splitlines()[-1])["run_id"]
+    run_id = done.json()["run_id"]
     week = [row for row in oracle if str(row[0]) <= "2025-01-07"]
     assert_exactly_once(published_daily_revenue(project), week)
     [(comment,)] = warehouse_rows(

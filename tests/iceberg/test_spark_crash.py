@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.engines.spark_kit import LOCATION, spark_project
-from tests.faults.backfill_kit import json_events, listed_backfills
+from tests.faults.backfill_kit import listed_backfills
 from tests.faults.ledger import assert_ledger_matches_markers, live_attempts, published_checksums
 from tests.iceberg.test_crash import (
     EXPECTED,
@@ -76,7 +76,7 @@ def test_a_killed_spark_publish_into_iceberg_resumes_to_a_clean_run(
     [listed] = listed_backfills(project)
     resumed = tidegate("backfill", "resume", listed["run_id"], "--project", project, "--json")
     assert resumed.exit_code == 0, resumed.stderr
-    assert json_events(resumed.stdout)[-1]["status"] == "succeeded"
+    assert resumed.json()["status"] == "succeeded"
 
     checksums, rows = clean
     final = main_rows(project)

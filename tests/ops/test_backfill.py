@@ -15,14 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
 
-import tidegate
-from tests.kit import FORCED, Result, spawn, state_dump, warehouse_dump, warehouse_rows
+from tests.kit import (
+    FORCED,
+    Result,
+    spawn,
+    state_dump,
+    tidegate_events,
+    warehouse_dump,
+    warehouse_rows,
+)
 from tests.kit import tidegate as run_cli
+from tests.ops.test_json_schemas import validator
 
 DAILY = Path("models/daily_revenue.sql")
-SCHEMAS = Path(tidegate.__file__).parent / "schemas"
 
 # A blocking check that fails for every day after 2025-01-10, and only for those.
 LATE_DAYS_FAIL = (
@@ -37,23 +43,35 @@ LATE_DAYS_FAIL = (
 
 
 def backfill(project: Path, *args: str | Path) -> Result:
+    """`tidegate backfill ARGS`; with --json (a start or a resume), its progress events too,
+    from an --events-file (`Result.events`)."""
+    if "--json" in args and args[0] not in ("stop", "list"):
+        return tidegate_events("backfill", *args, "--project", project)
     return run_cli("backfill", *args, "--project", project)
 
 
 def events(result: Result) -> list[dict[str, Any]]:
-    """The JSON lines a `backfill … --json` printed, each checked against its schema."""
-    found = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    """The progress events a `backfill … --json` wrote, each checked against its schema."""
     check = validator("backfill-event")
-    for event in found:
+    for event in result.events:
         errors = list(check.iter_errors(event))
         assert not errors, (event, [e.message for e in errors])
-    return found
+    return list(result.events)
 
 
 def end_of(result: Result) -> dict[str, Any]:
+    """The run's end event, which its one result document on stdout repeats."""
     found = events(result)
-    assert found and found[-1]["event"] == "end", result.stdout
-    return found[-1]
+    assert found and found[-1]["event"] == "end", (found, result.stdout)
+    end = found[-1]
+    document = result.json()  # raises unless stdout holds exactly one document
+    errors = list(validator("backfill-result").iter_errors(document))
+    assert not errors, [e.message for e in errors]
+    assert document == {
+        "schema": "tidegate.backfill-result/v1",
+        **{k: v for k, v in end.items() if k not in ("schema", "event")},
+    }
+    return end
 
 
 def show_run(project: Path, run_id: str) -> dict[str, Any]:
@@ -70,10 +88,6 @@ def show_partition(project: Path, model: str, label: str) -> dict[str, Any]:
     assert shown.exit_code == 0, shown.stderr
     document: dict[str, Any] = shown.json()
     return document
-
-
-def validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads((SCHEMAS / f"{name}.v1.json").read_text()))
 
 
 def edit_daily(project: Path, old: str, new: str) -> None:
@@ -358,11 +372,11 @@ def test_a_stop_request_is_honoured_while_the_rate_limiter_waits(project: Path) 
     stoppable)."""
     process = spawn(
         *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-03"),
-        *("--rate", "1/min", "--json", "--project", project),
+        *("--rate", "1/min", "--json", "--events", "jsonl", "--project", project),
     )
-    assert process.stdout is not None
-    start = json.loads(process.stdout.readline())
-    first = json.loads(process.stdout.readline())
+    assert process.stderr is not None  # --events jsonl: the events, a line each, on stderr
+    start = json.loads(process.stderr.readline())
+    first = json.loads(process.stderr.readline())
     assert (first["event"], first["partition"], first["state"]) == (
         "partition",
         "2025-01-01",
@@ -376,15 +390,22 @@ def test_a_stop_request_is_honoured_while_the_rate_limiter_waits(project: Path) 
         "stop_requested": True,
     }
     try:
-        rest, stderr = process.communicate(timeout=20)
+        stdout, stderr = process.communicate(timeout=20)
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate()
         pytest.fail("the stop took effect only after the rate limiter's 60 s wait")
     assert process.returncode == 5, stderr
-    assert "stopped on request" in stderr
-    end = json.loads(rest.splitlines()[-1])
+    *rest, error = stderr.splitlines()
+    assert error.startswith("error: ") and "stopped on request" in error, stderr
+    end = json.loads(rest[-1])
     assert (end["event"], end["status"], end["published"]) == ("end", "stopped", 1)
+    result = json.loads(stdout)  # the one result document, also for a stopped run
+    assert (result["schema"], result["status"], result["published"]) == (
+        "tidegate.backfill-result/v1",
+        "stopped",
+        1,
+    )
     run = show_run(project, start["run_id"])
     assert run["status"] == "stopped" and run["stop_requested_at"] is not None
     assert [a["partition"] for a in run["attempts"]] == ["2025-01-01"]
@@ -749,6 +770,7 @@ def test_resuming_a_backfill_that_succeeded_is_a_no_op(project: Path) -> None:
     as_json = backfill(project, "resume", run_id, "--json")
     assert as_json.exit_code == 0, as_json.stderr
     [end] = events(as_json)
+    assert end_of(as_json) == end  # and stdout's one document is the same result
     assert (end["event"], end["run_id"], end["status"], end["nothing_to_resume"]) == (
         "end",
         run_id,

@@ -292,7 +292,7 @@ def test_the_eta_counts_the_throttle_and_rate_waits_are_shown(
     from tidegate.progress import BackfillProgress
 
     timer = FakeTimer(0.0)
-    progress = BackfillProgress(as_json=False, timer=timer)
+    progress = BackfillProgress(quiet=False, timer=timer)
     halfway: list[tuple[float, float]] = []
 
     def outcome(done: Outcome) -> None:

@@ -5,7 +5,6 @@ the files' rows, and a changed file is a changed input."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ def test_a_changed_file_is_a_changed_input(project: Path) -> None:
         "backfill", "daily_revenue", "--partitions", JANUARY, "--json", "--project", project
     )
     assert done.exit_code == 0, done.stderr
-    run_id = json.loads(done.stdout.splitlines()[-1])["run_id"]
+    run_id = done.json()["run_id"]
     january = project / "data" / "orders" / "2025-01.parquet"
     con = duckdb.connect()
     con.execute(

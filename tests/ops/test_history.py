@@ -3,7 +3,6 @@ the recoveries and taint reach that changed a model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +48,7 @@ def test_a_backdated_event_is_listed_where_it_was_recorded_not_by_its_time(
 def test_a_recovery_is_recorded_on_each_model_it_recomputed(project: Path) -> None:
     published(project)
     cli(project, "taint", "daily_revenue", "--partitions", WEEK, "--reason", "dup load")
-    ended = cli(project, "recover", "daily_revenue", "--json").stdout.splitlines()[-1]
-    run_id = json.loads(ended)["run_id"]
+    run_id = cli(project, "recover", "daily_revenue", "--json").json()["run_id"]
     reached = {
         "daily_revenue": [WEEK],
         "monthly_revenue": ["2025-06..2025-07"],

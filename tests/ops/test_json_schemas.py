@@ -3,7 +3,10 @@
 One real project is driven through init, build, deploy, successful, skipped and failing runs,
 status, show and history, plus the demo and an error; a second one through backfills (dry run,
 succeeded, halted by a stop-loss, with skipped partitions, stopped on request, list, show run).
-Every document printed is validated; a backfill prints JSON lines, one document per event.
+Every document printed is validated: `--json` prints exactly one on stdout, whatever the command
+and its outcome (a backfill's or a recovery's is its result, backfill-result). The progress
+events of the backfills and the recovery (their --events-file, or --events jsonl on stderr) are
+validated too, each line against backfill-event.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 import tidegate
-from tests.kit import FORCED, Result, example_project, spawn
+from tests.kit import FORCED, Result, example_project, spawn, tidegate_events
 from tests.kit import tidegate as run_cli
 
 SCHEMAS = Path(tidegate.__file__).parent / "schemas"
@@ -60,20 +63,20 @@ PRODUCED = {
     "ui": "ui",
     "deliver": "deliver",
     "backfill dry run": "backfill-plan",
-    "backfill halted by a stop-loss": "backfill-event",
-    "backfill with skipped partitions": "backfill-event",
+    "backfill halted by a stop-loss": "backfill-result",
+    "backfill with skipped partitions": "backfill-result",
     "show run backfill halted": "run",
-    "backfill succeeded": "backfill-event",
+    "backfill succeeded": "backfill-result",
     "rerun model": "rerun",
     "show run rerun model": "run",
-    "backfill resume succeeded": "backfill-event",
+    "backfill resume succeeded": "backfill-result",
     "backfill stop": "backfill-stop",
-    "backfill stopped": "backfill-event",
+    "backfill stopped": "backfill-result",
     "show run backfill stopped": "run",
     "backfill list": "backfill-list",
     "taint": "taint",
     "recover dry run": "recover-plan",
-    "recover": "backfill-event",
+    "recover": "backfill-result",
     "show run recover": "run",
     "history recovered": "history",
     "ack": "ack",
@@ -140,13 +143,17 @@ def add_failing_check(project: Path) -> None:
 
 
 class Outputs:
-    """What each labelled command printed; a label may be used by several invocations."""
+    """What each labelled command printed (and the progress events it wrote); a label may be
+    used by several invocations."""
 
     def __init__(self) -> None:
         self.results: dict[str, list[Result]] = {}
 
-    def cli(self, label: str, *args: str | Path, code: int = 0) -> list[dict[str, Any]]:
-        result = run_cli(*args, "--json")
+    def cli(
+        self, label: str, *args: str | Path, code: int = 0, events: bool = False
+    ) -> list[dict[str, Any]]:
+        """`tidegate ARGS --json`; with `events`, with an --events-file too (`Result.events`)."""
+        result = tidegate_events(*args, "--json") if events else run_cli(*args, "--json")
         assert result.exit_code == code, (label, result.stderr)
         self.results.setdefault(label, []).append(result)
         return documents(result.stdout)
@@ -159,6 +166,10 @@ class Outputs:
 
     def documents(self, label: str) -> list[dict[str, Any]]:
         return [d for result in self.results[label] for d in documents(result.stdout)]
+
+    def events(self, label: str) -> list[dict[str, Any]]:
+        """The progress events the label's commands wrote, in order."""
+        return [e for result in self.results[label] for e in result.events]
 
     def first(self, label: str) -> dict[str, Any]:
         return documents(self.results[label][0].stdout)[0]
@@ -247,11 +258,13 @@ def backfills(out: Outputs, project: Path, fresh: Path) -> None:
         "backfill halted by a stop-loss",
         *("backfill", "daily_revenue", "--partitions", "2025-03-04..2025-03-06", *p),
         code=1,
+        events=True,
     )
     out.cli(
         "backfill with skipped partitions",
         *("backfill", "monthly_revenue", "--partitions", "2025-02..2025-04", *p),
         code=1,
+        events=True,
     )
     out.cli("show run backfill halted", "show", "run", halted[0]["run_id"], *p)
 
@@ -261,23 +274,32 @@ def backfills(out: Outputs, project: Path, fresh: Path) -> None:
         "backfill succeeded",
         *("backfill", "daily_revenue", "--partitions", "2025-01-01..2025-01-10", *f),
         *("--batch-size", "3", "--max-concurrency", "2"),
+        events=True,
     )
     [model_rerun] = out.cli(
         "rerun model", "rerun", "daily_revenue", "--partitions", "2025-01-01..2025-01-02", *f
     )
     out.cli("show run rerun model", "show", "run", model_rerun["run_id"], *f)
-    out.cli("backfill resume succeeded", "backfill", "resume", succeeded[-1]["run_id"], *f)
-    # a whole year, one partition per batch: it is still running when the stop arrives
+    out.cli(
+        "backfill resume succeeded",
+        *("backfill", "resume", succeeded[0]["run_id"], *f),
+        events=True,
+    )
+    # a whole year, one partition per batch: it is still running when the stop arrives; its
+    # events on stderr (--events jsonl), to read its start as it happens
     process = spawn(
-        *("backfill", "daily_revenue", "--partitions", "2025-01-11..2025-12-31", "--json", *f)
+        *("backfill", "daily_revenue", "--partitions", "2025-01-11..2025-12-31", *f),
+        *("--json", "--events", "jsonl"),
     )
-    assert process.stdout is not None
-    started = json.loads(process.stdout.readline())
+    assert process.stderr is not None
+    first = process.stderr.readline()
+    started = json.loads(first)
     out.cli("backfill stop", "backfill", "stop", started["run_id"], *f)
-    rest, stderr = process.communicate(timeout=120)
-    out.record(
-        "backfill stopped", Result(process.returncode, json.dumps(started) + "\n" + rest, stderr), 5
-    )
+    stdout, rest = process.communicate(timeout=120)
+    *lines, error = (first + rest).splitlines()
+    assert error.startswith("error: ") and "stopped on request" in error, error
+    stream = tuple(json.loads(line) for line in lines)  # nothing else on stderr: every line
+    out.record("backfill stopped", Result(process.returncode, stdout, error + "\n", stream), 5)
     out.cli("show run backfill stopped", "show", "run", started["run_id"], *f)
     out.cli("backfill list", "backfill", "list", *f)
 
@@ -294,7 +316,7 @@ def taints(out: Outputs, project: Path) -> None:
     week = ("--partitions", "2025-01-01..2025-01-03")
     out.cli("taint", "taint", "daily_revenue", *week, "--reason", "loaded twice", *p)
     out.cli("recover dry run", "recover", "daily_revenue", "--dry-run", *p)
-    recovered = out.cli("recover", "recover", "daily_revenue", *p)
+    recovered = out.cli("recover", "recover", "daily_revenue", *p, events=True)
     out.cli("show run recover", "show", "run", recovered[-1]["run_id"], *p)
     out.cli("history recovered", "history", "daily_revenue", *p)
     out.cli("ack", "ack", "finance", "daily_revenue", *week, *p)
@@ -340,21 +362,48 @@ def test_output_matches_its_schema(outputs: Outputs, label: str) -> None:
             assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]
 
 
+# labels whose commands wrote progress events, and the schema of each line
+EVENTS = {
+    "backfill halted by a stop-loss": "backfill-event",
+    "backfill with skipped partitions": "backfill-event",
+    "backfill succeeded": "backfill-event",
+    "backfill resume succeeded": "backfill-event",
+    "backfill stopped": "backfill-event",
+    "recover": "backfill-event",
+}
+
+
+@pytest.mark.parametrize("label", list(EVENTS))
+def test_events_match_their_schema(outputs: Outputs, label: str) -> None:
+    stream = outputs.events(label)
+    assert stream and {schema_name(e) for e in stream} == {EVENTS[label]}, stream
+    check = validator(EVENTS[label])
+    for event in stream:
+        errors = list(check.iter_errors(event))
+        assert not errors, (event, [f"{list(e.absolute_path)}: {e.message}" for e in errors])
+
+
+def test_only_the_commands_asked_for_events_wrote_any(outputs: Outputs) -> None:
+    assert {label for label, results in outputs.results.items() if results[0].events} == set(EVENTS)
+
+
 def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outputs) -> None:
     produced = {
         schema_name(inner)
         for label in outputs.results
-        for document in outputs.documents(label)
+        for document in outputs.documents(label) + outputs.events(label)
         for inner in nested(document)
     }
     files = set(schema_files())
     assert produced - files == set(), "documents whose schema has no file"
-    # workers need a shared PostgreSQL ledger: tests/distributed validates their events;
-    # restore and maintain need Iceberg tables: tests/iceberg/test_maintain.py validates them
-    assert files - produced == {"worker-event", "restore", "maintain"}, (
+    # workers need a shared PostgreSQL ledger: tests/distributed validates their result and
+    # events; restore and maintain need Iceberg tables: tests/iceberg/test_maintain.py
+    # validates them (tests/ops/test_json_contract.py runs every command once more)
+    assert files - produced == {"worker-result", "worker-event", "restore", "maintain"}, (
         "schema files no test exercises"
     )
     assert files == {
+        "worker-result",
         "worker-event",
         "restore",
         "maintain",
@@ -376,6 +425,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
         "init",
         "demo",
         "error",
+        "backfill-result",
         "backfill-event",
         "backfill-plan",
         "backfill-stop",
@@ -442,18 +492,20 @@ def test_the_outputs_cover_the_states_the_schemas_enumerate(outputs: Outputs) ->
 
 
 def test_the_backfill_outputs_cover_what_their_schemas_enumerate(outputs: Outputs) -> None:
-    events = {
-        label: outputs.documents(label) for label in PRODUCED if PRODUCED[label] == "backfill-event"
-    }
+    events = {label: outputs.events(label) for label in EVENTS}
     for label, stream in events.items():
         kinds = [e["event"] for e in stream]
-        if label == "backfill resume succeeded":  # a no-op: its one line is its end
+        if label == "backfill resume succeeded":  # a no-op: its one event is its end
             assert kinds == ["end"] and stream[0]["nothing_to_resume"] is True
-            continue
-        assert kinds[0] == "start" and kinds[-1] == "end", (label, kinds)
-        # a recovery starts each model it recomputes
-        assert set(kinds[1:-1]) <= {"partition", "start"}, (label, kinds)
-        assert len({e["run_id"] for e in stream}) == 1, label
+        else:
+            assert kinds[0] == "start" and kinds[-1] == "end", (label, kinds)
+            # a recovery starts each model it recomputes
+            assert set(kinds[1:-1]) <= {"partition", "start"}, (label, kinds)
+            assert len({e["run_id"] for e in stream}) == 1, label
+        # the result document on stdout is the end event's result
+        [result] = outputs.documents(label)
+        end = {k: v for k, v in stream[-1].items() if k not in ("schema", "event")}
+        assert result == {"schema": "tidegate.backfill-result/v1", **end}, label
     ends = {label: stream[-1] for label, stream in events.items()}
     assert {e["status"] for e in ends.values()} == {"succeeded", "failed", "stopped"}
     states = {e["state"] for s in events.values() for e in s if e["event"] == "partition"}
@@ -548,8 +600,19 @@ REGRESSIONS = {
         ["attempts", 0, "failed_checks"],
         "never_negative",
     ),
-    "backfill-event: unknown event": ("backfill succeeded", ["event"], "progress"),
-    "backfill-event: start without a model": ("backfill succeeded", ["model"], KeyError),
+    "backfill-result: unknown status": ("backfill succeeded", ["status"], "done"),
+    "backfill-result: an event's field": ("backfill succeeded", ["event"], "end"),
+    "backfill-result: published missing": ("backfill succeeded", ["published"], KeyError),
+    "backfill-result: trigger without a partition": (
+        "backfill halted by a stop-loss",
+        ["trigger", "partition"],
+        KeyError,
+    ),
+    "backfill-result: nothing to resume as text": (
+        "backfill resume succeeded",
+        ["nothing_to_resume"],
+        "yes",
+    ),
     "backfill-plan: negative source rows": (
         "backfill dry run",
         ["source_rows", "orders"],
@@ -569,12 +632,18 @@ REGRESSIONS = {
 
 
 def test_backfill_events_reject_regressions(outputs: Outputs) -> None:
-    """Each event kind is checked against its own shape, not the union of all of them."""
-    stream = outputs.documents("backfill halted by a stop-loss")
+    """Each event kind is checked against its own shape, not the union of all of them; the
+    end event's fields are the result document's (backfill-result), checked as strictly."""
+    stream = outputs.events("backfill halted by a stop-loss")
     start, partition, end = stream[0], stream[1], stream[-1]
     check = validator("backfill-event")
     assert all(check.is_valid(e) for e in (start, partition, end))
+    assert not check.is_valid(mutated(start, ["event"], "progress"))
+    assert not check.is_valid(mutated(start, ["model"], KeyError))
     assert not check.is_valid(mutated(partition, ["event"], "start"))
+    assert not check.is_valid(mutated(end, ["status"], "done"))
+    assert not check.is_valid(mutated(end, ["nothing_to_resume"], KeyError))
+    assert not check.is_valid(mutated(end, ["schema"], "tidegate.backfill-result/v1"))
     assert not check.is_valid(mutated(partition, ["state"], "audited"))
     assert not check.is_valid(mutated(end, ["trigger", "name"], "max_retries"))
     assert not check.is_valid(mutated(end, ["trigger", "partition"], KeyError))
@@ -593,12 +662,18 @@ def test_schemas_reject_regressions(outputs: Outputs, case: str) -> None:
 
 def test_json_stdout_is_one_document_even_when_the_run_fails(outputs: Outputs) -> None:
     """A script reads `--json` with one json.loads; a failed run must not print two documents."""
-    for label in ("run skipped", "run failed check"):
+    failed = {
+        "run skipped": ("tidegate.run-result/v1", "failed"),
+        "run failed check": ("tidegate.run-result/v1", "failed"),
+        "backfill halted by a stop-loss": ("tidegate.backfill-result/v1", "failed"),
+        "backfill with skipped partitions": ("tidegate.backfill-result/v1", "failed"),
+        "backfill stopped": ("tidegate.backfill-result/v1", "stopped"),
+    }
+    for label, (schema, status) in failed.items():
         [result] = outputs.results[label]
         document = json.loads(result.stdout)  # raises if stdout holds two documents
-        assert document["schema"] == "tidegate.run-result/v1"
-        assert document["status"] == "failed"
-        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+        assert (document["schema"], document["status"]) == (schema, status), label
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), label
 
 
 # -- who wrote it: the git commit of every version ----------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import duckdb
 
-from tests.kit import FORCED, tidegate
+from tests.kit import FORCED, tidegate, tidegate_events
 
 DAILY = Path("models") / "daily_revenue.sql"
 MONTHLY = Path("models") / "monthly_revenue.sql"
@@ -105,7 +105,7 @@ def test_a_backfill_does_not_resume_a_paused_or_rolled_back_version(project: Pat
         project,
     )
     assert halted.exit_code == 1
-    run_id = json.loads(halted.stdout.splitlines()[0])["run_id"]
+    run_id = halted.json()["run_id"]
     cli(project, "pause", "daily_revenue")
     paused = cli(project, "backfill", "resume", run_id, code=3)
     assert "is paused" in paused.stderr
@@ -174,7 +174,7 @@ def test_a_check_against_the_previous_partition_judges_alike_at_any_concurrency(
     con.close()
     cli(project, "build")
     cli(project, "deploy", "order_rows")
-    events = tidegate(
+    events = tidegate_events(
         "backfill",
         "order_rows",
         "--partitions",
@@ -189,7 +189,7 @@ def test_a_check_against_the_previous_partition_judges_alike_at_any_concurrency(
     )
     outcomes = {
         e["partition"]: (e["state"], e.get("reason"))
-        for e in map(json.loads, events.stdout.splitlines())
+        for e in events.events
         if e["event"] == "partition"
     }
     # 04-08 opens the second batch: it is judged against 04-07 as published (20 rows), not

@@ -16,6 +16,7 @@ import pytest
 from tests.kit import (
     FORCED,
     Hook,
+    cli_events,
     run_process,
     spawn,
     state_dump,
@@ -148,8 +149,9 @@ def test_recover_fixes_every_tainted_partition_upstream_first_and_tells_the_cons
     ]
     assert tainted(project)["revenue_report"] == 2  # a dry run writes nothing
 
-    result = cli(project, "recover", "daily_revenue", "--json")
-    events = [json.loads(line) for line in result.stdout.splitlines()]
+    result = cli_events(project, "recover", "daily_revenue", "--json")
+    events = result.events
+    assert result.json()["run_id"] == events[-1]["run_id"]
     order = [(e["model"], e["partition"]) for e in events if e["event"] == "partition"]
     assert [m for m, _ in order] == ["daily_revenue"] * 7 + ["monthly_revenue"] * 2 + [
         "revenue_report"
@@ -307,7 +309,7 @@ def test_a_reviewed_recovery_plan_file_is_kept_by_its_hash(project: Path, tmp_pa
         "recovery",
     ]
     result = cli(project, "recover", "--file", str(plan), "--json")
-    end = json.loads(result.stdout.splitlines()[-1])
+    end = result.json()
     assert end["status"] == "succeeded" and end["notes"][:2] == planned["notes"]
     shown = doc(project, "show", "run", end["run_id"])
     assert shown["plan_hash"] == hashlib.sha256(plan.read_bytes()).hexdigest()
@@ -340,14 +342,20 @@ def test_a_recovery_killed_mid_way_resumes_to_the_same_result(project: Path) -> 
 def test_resuming_a_recovery_that_succeeded_is_a_no_op(project: Path) -> None:
     published(project)
     cli(project, "taint", "daily_revenue", "--partitions", "2025-06-28", "--reason", "dup load")
-    end = json.loads(cli(project, "recover", "daily_revenue", "--json").stdout.splitlines()[-1])
+    end = cli(project, "recover", "daily_revenue", "--json").json()
     run_id = end["run_id"]
     ended_at = doc(project, "show", "run", run_id)["ended_at"]
     again = cli(project, "recover", "resume", run_id)
     assert again.stdout.strip() == f"nothing to resume: {run_id} succeeded at {ended_at}"
-    [line] = cli(project, "recover", "resume", run_id, "--json").stdout.splitlines()
-    noop = json.loads(line)
+    resumed = cli_events(project, "recover", "resume", run_id, "--json")
+    [noop] = resumed.events
     assert (noop["event"], noop["status"], noop["nothing_to_resume"]) == ("end", "succeeded", True)
+    result = resumed.json()  # stdout: the one result document, the same result
+    assert (result["schema"], result["status"], result["nothing_to_resume"]) == (
+        "tidegate.backfill-result/v1",
+        "succeeded",
+        True,
+    )
 
 
 # -- merge and append: only a rebuild clears a taint ------------------------------------------
@@ -408,7 +416,7 @@ def test_recover_rebuilds_a_merge_or_append_partition_a_rerun_only_adds_to(
         cli(project, "run", BOOK, "--partition", BOGUS_DAY)
         assert "bogus" in statuses(project, BOOK)
         assert len(taints_of(project, BOOK, BOGUS_DAY)) == 1
-    recovered = json.loads(cli(project, "recover", BOOK, "--json").stdout.splitlines()[-1])
+    recovered = cli(project, "recover", BOOK, "--json").json()
     assert recovered["status"] == "succeeded"
     assert "bogus" not in statuses(project, BOOK) and taints_of(project, BOOK, BOGUS_DAY) == []
     source = warehouse_rows(

@@ -267,11 +267,8 @@ def test_a_backfill_leaves_out_what_an_append_without_a_key_published(project: P
     again = cli(project, "backfill", MODEL, "--partitions", DAY, code=2)
     assert "every partition in 2025-01-02 is published already" in again.stderr
     assert state_dump(project)["partitions"] == ledger and warehouse_dump(project) == warehouse
-    done = [
-        json.loads(line)
-        for line in cli(project, "backfill", MODEL, *week, "--json").stdout.splitlines()
-    ]
-    assert done[-1]["status"] == "succeeded" and done[-1]["published"] == 3
+    done = cli(project, "backfill", MODEL, *week, "--json").json()
+    assert done["status"] == "succeeded" and done["published"] == 3
     every = "SELECT {0} FROM {1} WHERE order_ts < DATE '2025-01-05' ORDER BY 1"
     published = read(project, every.format(", ".join(COLUMNS), MODEL))
     assert_exactly_once(published, read(project, every.format(", ".join(COLUMNS), "orders")))

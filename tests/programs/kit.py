@@ -3,7 +3,6 @@ Python model or computed by an external job (src/tidegate/examples/programs)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,8 @@ def run(project: Path, *args: str, code: int = 0) -> Result:
 
 
 def document(project: Path, *args: str, code: int = 0) -> Any:
-    """The JSON document a command prints (the last one, for a backfill's JSON lines)."""
-    stdout = run(project, *args, "--json", code=code).stdout
-    decoder, at, found = json.JSONDecoder(), 0, None
-    while at < len(stdout):
-        if stdout[at].isspace():
-            at += 1
-            continue
-        found, at = decoder.raw_decode(stdout, at)
-    return found
+    """The one JSON document a command prints (a backfill's: its result)."""
+    return run(project, *args, "--json", code=code).json()
 
 
 def add_python_model(project: Path, name: str, source: str = PYTHON_MODEL) -> Path:

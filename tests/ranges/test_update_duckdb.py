@@ -4,14 +4,13 @@ idempotence — and every kind of bad input is one line, exit 2, nothing written
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.faults.backfill_kit import backfill_run_ids
 from tests.faults.ledger import assert_ledger_matches_markers, ledger_rows
-from tests.kit import FORCED, run_process, state_dump, tidegate, warehouse_rows
+from tests.kit import FORCED, run_process, state_dump, tidegate, tidegate_events, warehouse_rows
 from tests.ops.test_json_schemas import schema_name, validator
 from tests.ranges.range_kit import (
     DIFFERING,
@@ -292,7 +291,7 @@ def test_the_adaptive_throttle_slows_down_and_says_why_in_every_output(project: 
     """A latency bound no batch can meet: each batch halves the rate, and each change is an
     event of the progress stream, a history event and a line of `show run`; every document
     matches its schema."""
-    result = tidegate(
+    result = tidegate_events(
         "backfill",
         MODEL,
         "--partitions",
@@ -306,7 +305,7 @@ def test_the_adaptive_throttle_slows_down_and_says_why_in_every_output(project: 
         project,
     )
     assert result.exit_code == 0, result.stderr
-    events = [json.loads(line) for line in result.stdout.splitlines()]
+    events = list(result.events)
     throttled = [e for e in events if e["event"] == "throttle"]
     assert [e["rate_after"] for e in throttled] == [3000.0, 1500.0, 750.0, 375.0]
     assert throttled[0]["rate_before"] is None
@@ -321,6 +320,7 @@ def test_the_adaptive_throttle_slows_down_and_says_why_in_every_output(project: 
     assert [e["kind"] for e in history["events"]].count("throttle") == 4
     documents = [
         *events,
+        result.json(),
         run,
         history,
         tidegate("show", "partition", MODEL, "500", "--json", "--project", project).json(),
@@ -345,13 +345,13 @@ def test_a_failing_check_rolls_the_range_back_and_halts_the_backfill(project: Pa
     (project / "models" / f"{MODEL}.toml").write_text(text)
     assert tidegate("build", "--project", project).exit_code == 0
     assert tidegate("deploy", MODEL, "--project", project).exit_code == 0
-    result = tidegate("backfill", MODEL, "--partitions", "all", "--json", "--project", project)
+    result = tidegate_events(
+        "backfill", MODEL, "--partitions", "all", "--json", "--project", project
+    )
     assert result.exit_code == 1
-    end = json.loads(result.stdout.splitlines()[-1])
+    end = result.json()
     assert (end["trigger"]["name"], end["trigger"]["partition"]) == ("check_failure", "0")
-    [failed_range] = [
-        e for e in map(json.loads, result.stdout.splitlines()) if e["event"] == "partition"
-    ]
+    [failed_range] = [e for e in result.events if e["event"] == "partition"]
     assert failed_range["reason"] == (
         "range 0: check net_not_above_gross failed: 499 of 499 rows; nothing was written"
     )
@@ -452,7 +452,7 @@ def test_a_batch_of_ranges_publishes_range_by_range_up_to_the_first_refused(
     (project / "models" / f"{MODEL}.toml").write_text(text)
     assert tidegate("build", "--project", project).exit_code == 0
     assert tidegate("deploy", MODEL, "--project", project).exit_code == 0
-    result = tidegate(
+    result = tidegate_events(
         "backfill",
         MODEL,
         "--partitions",
@@ -464,7 +464,7 @@ def test_a_batch_of_ranges_publishes_range_by_range_up_to_the_first_refused(
         project,
     )
     assert result.exit_code == 1
-    events = [json.loads(line) for line in result.stdout.splitlines()]
+    events = result.events
     states = {
         e["partition"]: (e["state"], e.get("reason")) for e in events if e["event"] == "partition"
     }

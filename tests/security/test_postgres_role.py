@@ -6,7 +6,6 @@ warehouse itself refuses what the build-time check refuses."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,8 +88,7 @@ def test_a_plain_role_does_everything_tidegate_does(role_project: tuple[Path, st
     assert superuser is False
     for step in SETUP:
         succeeded(project, *step)
-    backfill = succeeded(project, "backfill", *BACKFILL, "--json").stdout.splitlines()[-1]
-    run_id = json.loads(backfill)["run_id"]
+    run_id = succeeded(project, "backfill", *BACKFILL, "--json").json()["run_id"]
     succeeded(project, "rerun", run_id, "--partitions", "2025-01-03..2025-01-03", "--approve", "x")
     for step in AFTER:
         succeeded(project, *step)
