@@ -38,8 +38,10 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
 )
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.table import Table
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot, ancestors_of
+from pyiceberg.table.update import update_table_metadata
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
 from tidegate.domain.checksum import Checksum
@@ -124,6 +126,8 @@ class IcebergTables:
         # per table: (main's head, the markers of main's history up to it)
         self._markers: dict[tuple[str, str], tuple[int, list[CommitMarker]]] = {}
         self._loaded: dict[tuple[str, str], Table | None] = {}
+        # per manifest file read, its live data files (see _window_files)
+        self._entries: dict[str, list[Any]] = {}
         # one publish at a time in this process: each branch forks from main's head, so that
         # moving main is a fast-forward (the handles of worker threads share this object)
         self._publishing = threading.Lock()
@@ -331,10 +335,10 @@ class IcebergTables:
             raise EngineError(f"iceberg: table {'.'.join(table.name())} has no snapshot on main")
         branch = BRANCH_PREFIX + (markers[0].attempt_id if markers else f"unmarked-{os.getpid()}")
         if branch in table.refs():
-            table.manage_snapshots().remove_branch(branch).commit()
+            _snapshots(table).remove_branch(branch).commit()
         try:
             # the branch and its rows in one commit of the catalog
-            with table.transaction() as transaction:
+            with _Transaction(table) as transaction:
                 ManageSnapshots(transaction).create_branch(base, branch).commit()
                 if isinstance(rows, DataFiles):
                     # the markers go on the snapshot adding the files, which is always made
@@ -382,7 +386,7 @@ class IcebergTables:
                 if main == base:
                     # the fast-forward: the catalog's compare-and-swap refuses it when main
                     # moved after this read
-                    table.manage_snapshots().set_current_snapshot(ref_name=branch).remove_branch(
+                    _snapshots(table).set_current_snapshot(ref_name=branch).remove_branch(
                         branch
                     ).commit()
                     return head, False
@@ -395,7 +399,7 @@ class IcebergTables:
                     )
                 # the branch's audited files, onto the new main in one commit
                 audited = self._files(table, head, window)
-                with table.transaction() as transaction:
+                with _Transaction(table) as transaction:
                     transaction.delete(window, snapshot_properties=properties)
                     transaction.add_files(
                         audited, snapshot_properties=properties, check_duplicate_files=False
@@ -417,7 +421,7 @@ class IcebergTables:
             if branch not in table.refs():
                 return
             try:
-                table.manage_snapshots().remove_branch(branch).commit()
+                _snapshots(table).remove_branch(branch).commit()
                 return
             except CommitFailedException:
                 continue
@@ -506,16 +510,49 @@ class IcebergTables:
                 producer.append_data_file(data_file)
 
     def _window_files(self, table: Table, snapshot_id: int, window: Any) -> list[Any]:
-        """The data files (pyiceberg's DataFile) of a snapshot holding rows of the window
-        (refused when it has delete files: tidegate writes copy-on-write tables)."""
+        """The data files (pyiceberg's DataFile) of a snapshot whose partition may hold rows of
+        the window, by the manifests' partition summaries and each file's partition (refused
+        when it has delete files: tidegate writes copy-on-write tables). Manifests never
+        change: each is read once, and kept while the last snapshot read lists it."""
+        from pyiceberg.expressions.visitors import (
+            expression_evaluator,
+            inclusive_projection,
+            manifest_evaluator,
+        )
+        from pyiceberg.manifest import ManifestContent
+        from pyiceberg.schema import Schema
+
+        metadata = table.metadata
+        snapshot = metadata.snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            raise EngineError(f"iceberg: {'.'.join(table.name())} has no snapshot {snapshot_id}")
+        schema, specs = metadata.schema(), metadata.specs()
+        manifest_filters: dict[int, Any] = {}
+        file_filters: dict[int, Any] = {}
+        for spec_id, spec in specs.items():
+            projected = inclusive_projection(schema, spec)(window)
+            manifest_filters[spec_id] = manifest_evaluator(spec, schema, projected)
+            partitions = Schema(*spec.partition_type(schema).fields)
+            file_filters[spec_id] = expression_evaluator(partitions, projected, True)
+        manifests = snapshot.manifests(table.io)
+        read = {m.manifest_path: self._entries.get(m.manifest_path) for m in manifests}
         found = []
-        for task in table.scan(row_filter=window, snapshot_id=snapshot_id).plan_files():
-            if task.delete_files:
+        for manifest in manifests:
+            if not manifest_filters[manifest.partition_spec_id](manifest):
+                continue
+            entries = read[manifest.manifest_path]
+            if entries is None:
+                entries = read[manifest.manifest_path] = [
+                    e.data_file for e in manifest.fetch_manifest_entry(table.io)
+                ]
+            matching = [f for f in entries if file_filters[manifest.partition_spec_id](f.partition)]
+            if manifest.content != ManifestContent.DATA and matching:
                 raise EngineError(
                     f"iceberg: {'.'.join(table.name())} has delete files (merge-on-read); "
                     "tidegate reads copy-on-write tables"
                 )
-            found.append(task.file)
+            found.extend(matching)
+        self._entries = {path: entries for path, entries in read.items() if entries is not None}
         return found
 
     def _files(self, table: Table, snapshot_id: int, window: Any) -> list[str]:
@@ -669,6 +706,27 @@ class IcebergTables:
 
     def close(self) -> None:
         self._catalog.engine.dispose()
+
+
+class _Transaction(Transaction):
+    """pyiceberg's transaction, its metadata with the staged changes made once per change:
+    pyiceberg's own makes it again (a deep copy of the table's whole metadata, which grows
+    with every snapshot) each time a step of a commit reads it, dozens of times a commit."""
+
+    _made: tuple[TableMetadata, tuple[Any, ...], TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        base, updates = self._table.metadata, self._updates
+        made = self._made
+        if made is None or made[0] is not base or made[1] is not updates:
+            made = self._made = (base, updates, update_table_metadata(base, updates))
+        return made[2]
+
+
+def _snapshots(table: Table) -> ManageSnapshots:
+    """table.manage_snapshots(), through a transaction of the kind above."""
+    return ManageSnapshots(transaction=_Transaction(table, autocommit=True))
 
 
 def named(identifier: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ def _typed_empty(columns: Sequence[tuple[str, str]]) -> exp.Select:
             exp.alias_(exp.cast(exp.Null(), exp.DataType.build(t, dialect="duckdb")), ident(n))
             for n, t in columns
         ]
-    ).where(exp.false())
+    ).where(exp.false(), copy=False)
 
 
 def _files(files: Sequence[str]) -> exp.Table:
@@ -38,7 +38,7 @@ def files_select(columns: Sequence[tuple[str, str]], files: Sequence[str]) -> ex
     empty = _typed_empty(columns)
     if not files:
         return empty
-    rows = exp.select(exp.Star()).from_(_files(files))
+    rows = exp.select(exp.Star()).from_(_files(files), copy=False)
     return exp.Union(this=empty, expression=rows, distinct=False, by_name=True)
 
 
@@ -120,10 +120,12 @@ def window_of_files(
 ) -> str:
     """A table of the files' rows in the window ($start/$end or $key; every row without a
     partition column)."""
+    # built in place (copy=False): a copy per builder call would copy every file's path
     rows = exp.select(*[column(n) for n, _ in columns]).from_(
-        exp.Subquery(this=files_select(columns, files), alias=exp.TableAlias(this=ident("f")))
+        exp.Subquery(this=files_select(columns, files), alias=exp.TableAlias(this=ident("f"))),
+        copy=False,
     )
-    rows = rows.where(partition_predicate(partition_column, keyed))
+    rows = rows.where(partition_predicate(partition_column, keyed), copy=False)
     return _sql(exp.Create(this=target, kind="TABLE", expression=rows))
 
 
