@@ -111,6 +111,19 @@ def spawn(
     )
 
 
+def ui_until_listening(*args: str | Path) -> Result:
+    """`tidegate ui --port 0 --json ARGS` as a real process, stopped once it listens: what it
+    printed (its one document, printed when listening) and its stderr."""
+    process = spawn("ui", "--port", "0", "--json", *args)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+    finally:
+        process.terminate()
+        rest, stderr = process.communicate(timeout=30)
+    return Result(0, line + rest, stderr)
+
+
 def until_stopped(pid: int) -> None:
     """Wait for a child process to stop (SIGSTOP at a crash point)."""
     _, status = os.waitpid(pid, os.WUNTRACED)

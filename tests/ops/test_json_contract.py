@@ -28,6 +28,7 @@ from tests.kit import (
     continued_until_exit,
     example_project,
     spawn,
+    ui_until_listening,
     until_stopped,
 )
 from tests.kit import tidegate as run_cli
@@ -195,14 +196,7 @@ def drive(runs: Runs, root: Path) -> None:
     runs.json("worker", "worker", "--exit-when-idle", *p)  # the embedded default: refused
 
     # `ui` serves until stopped: its one document once it listens
-    process = spawn("ui", "--port", "0", "--json", *p)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-    finally:
-        process.terminate()
-        rest, stderr = process.communicate(timeout=30)
-    runs.record("ui", Result(0, line + rest, stderr))
+    runs.record("ui", ui_until_listening(*p))
     runs.json("demo", "demo", "--rows-per-day", "2")
 
     lake = iceberg_project(root / "lake", rows_per_day=5)

@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 import tidegate
-from tests.kit import FORCED, Result, example_project, spawn, tidegate_events
+from tests.kit import FORCED, Result, example_project, spawn, tidegate_events, ui_until_listening
 from tests.kit import tidegate as run_cli
 
 SCHEMAS = Path(tidegate.__file__).parent / "schemas"
@@ -236,14 +236,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
 
 def listening(out: Outputs, project: Path) -> None:
     """`tidegate ui --json` prints one line once it listens, then serves until stopped."""
-    process = spawn("ui", "--port", "0", "--json", "--project", project)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-    finally:
-        process.terminate()
-        _, stderr = process.communicate(timeout=30)
-    out.record("ui", Result(0, line, stderr), 0)
+    out.record("ui", ui_until_listening("--project", project), 0)
 
 
 def backfills(out: Outputs, project: Path, fresh: Path) -> None:
