@@ -10,6 +10,7 @@ command's own error and exit code: nothing is left running."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -78,8 +79,15 @@ def start(arguments: list[str], project: Path, clock: Clock) -> Detached:
     finally:
         os.close(write_end)
     with os.fdopen(read_end, encoding="utf-8") as told:
-        # the child's end closes when it wrote its run id, or when it exits
-        run_id = told.read().strip()
+        try:
+            # the child's end closes when it wrote its run id, or when it exits
+            run_id = told.read().strip()
+        except KeyboardInterrupt:
+            # Ctrl-C before the run started: the background process goes too (it stops as a
+            # backfill stops on Ctrl-C)
+            child.send_signal(signal.SIGINT)
+            child.wait()
+            raise
     if not run_id:
         code = child.wait()
         message = _last_error(pending) or f"the background process exited with code {code}"
