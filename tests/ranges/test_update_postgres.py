@@ -325,7 +325,7 @@ def test_a_lock_held_past_the_lock_timeout_fails_the_range_after_bounded_tries(
             project,
         )
         assert result.exit_code == 1, result.stderr
-        [end] = [json.loads(line) for line in result.stdout.splitlines()][-1:]
+        end = json.loads(result.stdout)
         assert end["trigger"]["name"] == "max_failures" and end["trigger"]["partition"] == "0"
         [run_id] = backfill_run_ids(project)
         [(error,)] = ledger_rows(
