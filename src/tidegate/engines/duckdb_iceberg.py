@@ -275,11 +275,11 @@ class DuckDBIcebergEngine(DuckDBEngine):
             if markers:
                 content = self._content(target, bounds, markers, of=sql.staged(rows_of))
                 markers = [replace(m, checksum=str(content[m.partition_start])) for m in markers]
-        created = self.tables.load(target.name, target.schema) is None
+        table = self.tables.load(target.name, target.schema)
+        created = table is None
         ahead = self._ahead.pop(staging, None)
         written: WrittenFiles | None = None
         try:
-            table = self.tables.load(target.name, target.schema)
             if (
                 ahead is not None
                 and rows_of == staging
@@ -293,14 +293,7 @@ class DuckDBIcebergEngine(DuckDBEngine):
                     shutil.rmtree(ahead.files.folder, ignore_errors=True)
                 arrow = self._window_rows(target, rows_of)
                 table = self._table_for(target, arrow.schema, markers)
-                expected = self._checksums(rows_of, target, markers)
-                rows = self._data_files(
-                    table.metadata,
-                    target,
-                    conform(arrow, table.schema(), target.name),
-                    markers,
-                    expected,
-                )
+                rows, expected = self._written(table.metadata, target, rows_of, arrow, markers)
             if isinstance(rows, WrittenFiles):
                 written = rows
 
@@ -362,19 +355,27 @@ class DuckDBIcebergEngine(DuckDBEngine):
             return
         try:
             arrow = self._window_rows(target, staging)
-            expected = self._checksums(staging, target, markers)
-            files = self._data_files(
-                metadata,
-                target,
-                conform(arrow, metadata.schema(), target.name),
-                markers,
-                expected,
-            )
+            files, expected = self._written(metadata, target, staging, arrow, markers)
         except EngineError:
             return
         if isinstance(files, WrittenFiles):
             starts = tuple(m.partition_start for m in markers)
             self._ahead[staging] = _Ahead(files, expected, _shape(metadata), starts)
+
+    def _written(
+        self,
+        metadata: Any,
+        target: Target,
+        rows_of: str,
+        arrow: Any,
+        markers: Sequence[CommitMarker],
+    ) -> tuple[Any, dict[int, Checksum]]:
+        """The window's rows (`arrow`, read from `rows_of`) as the table of `metadata` takes
+        them, written as its files where they can be (see _data_files), and the checksums per
+        partition of the rows they must hold."""
+        expected = self._checksums(rows_of, target, markers)
+        rows = conform(arrow, metadata.schema(), target.name)
+        return self._data_files(metadata, target, rows, markers, expected), expected
 
     def _window_rows(self, target: Target, rows_of: str) -> Any:
         """The rows to publish as a pyarrow.Table, in the partition column's order: each
