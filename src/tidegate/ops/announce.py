@@ -10,19 +10,26 @@ out with a later command or `tidegate deliver`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from tidegate.domain.attempt import AttemptState
+from tidegate.domain.checks import CheckResult
+from tidegate.domain.model import ModelSpec
 from tidegate.domain.partitions import IntervalSet
+from tidegate.domain.run import Attempt
 from tidegate.domain.taint import MarkKind, TaintedPartition, ranges_by_model
 from tidegate.notify.config import consumers_of, lineage_targets
+from tidegate.notify.lineage_names import Naming
 from tidegate.notify.outbox import DeliveryReport, deliver, enqueue, payloads
 from tidegate.notify.row import ConsumerRead
 from tidegate.ops.context import Context
 
 if TYPE_CHECKING:
-    from tidegate.notify.events import NoticeKind
+    from tidegate.notify.events import Assertion, DatasetRef, NoticeKind
 
 Windows = Sequence[tuple[int, int]]
 
@@ -58,13 +65,18 @@ def announce_start(ctx: Context, run_id: str, models: Sequence[str]) -> None:
     targets = lineage_targets(settings.notify)
     if not targets:
         return
-    from tidegate.notify.events import run_event  # loads openlineage
+    from tidegate.notify.events import parent_from, run_event  # loads openlineage
 
     at = ctx.clock.now()
     queue = _Queue()
     for model in models:
         event = run_event(
-            "START", namespace=settings.project.name, model=model, run_id=run_id, at=at
+            "START",
+            namespace=settings.project.name,
+            model=model,
+            run_id=run_id,
+            at=at,
+            parent=parent_from(os.environ),
         )
         for target in targets:
             queue.add(target, event)
@@ -80,30 +92,31 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
     settings = ctx.project.settings
     if not settings.notify:
         return notes
-    from tidegate.notify.events import DatasetRef, notice, run_event  # loads openlineage
+    from tidegate.notify.events import notice, parent_from, run_event  # loads openlineage
 
-    namespace = settings.project.name
     at = ctx.clock.now()
     queue = _Queue()
+    targets = lineage_targets(settings.notify)
+    attempts = ctx.state.attempts_of_run(run_id) if targets else []
     for part in done:
         spec = ctx.project.model(part.model)
         windows = ctx.state.run_checkpoints(run_id, part.model)
         shown = labels(ctx, part.model, windows)
-        reads = [DatasetRef(namespace, ctx.project.sources[s].table) for s in spec.sources]
-        reads += [DatasetRef(namespace, upstream) for upstream in spec.upstream]
-        wrote = DatasetRef(namespace, part.model, shown, part.version)
-        event = run_event(
-            "FAIL" if part.failed else "COMPLETE",
-            namespace=namespace,
-            model=part.model,
-            run_id=run_id,
-            at=at,
-            inputs=reads,
-            outputs=[wrote],
-            error=part.reason if part.failed else None,
-        )
-        for target in lineage_targets(settings.notify):
-            queue.add(target, event)
+        if targets:
+            event = run_event(
+                "FAIL" if part.failed else "COMPLETE",
+                namespace=settings.project.name,
+                model=part.model,
+                run_id=run_id,
+                at=at,
+                inputs=lineage_inputs(ctx, spec),
+                outputs=[lineage_output(ctx, spec, part.version, shown, attempts)],
+                error=part.reason if part.failed else None,
+                nominal=nominal_time(spec, windows),
+                parent=parent_from(os.environ),
+            )
+            for target in targets:
+                queue.add(target, event)
         if shown:
             told = notice(
                 "published", model=part.model, partitions=shown, reason=None, run_id=run_id, at=at
@@ -122,6 +135,80 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
         _tell(ctx, queue, "changed", model, windows, STALE_REASON, run_id)
     _enqueue(ctx, queue)
     return notes + describe(flush(ctx))
+
+
+def lineage_inputs(ctx: Context, spec: ModelSpec) -> list[DatasetRef]:
+    """The datasets a model reads, named as OpenLineage names them."""
+    from tidegate.notify.events import DatasetRef
+
+    naming = Naming(ctx.project.root, ctx.project.settings.warehouse)
+    names = [naming.source(ctx.project.sources[s]) for s in spec.sources]
+    names += [naming.model(ctx.project.model(u).published_table) for u in spec.upstream]
+    return [DatasetRef(n.namespace, n.name, symlink=n.symlink, storage=n.storage) for n in names]
+
+
+def lineage_output(
+    ctx: Context,
+    spec: ModelSpec,
+    version: str,
+    shown: Sequence[str],
+    attempts: Sequence[Attempt],
+) -> DatasetRef:
+    """The table a model's part of a run wrote: the partitions, the rows published, the
+    columns and how its checks went."""
+    from tidegate.notify.events import DatasetRef
+
+    name = Naming(ctx.project.root, ctx.project.settings.warehouse).model(spec.published_table)
+    published = [a for a in attempts if a.model == spec.name and a.state is AttemptState.PUBLISHED]
+    return DatasetRef(
+        name.namespace,
+        name.name,
+        tuple(shown),
+        version,
+        partition_column=spec.partition_column,
+        rows=sum(a.rows or 0 for a in published) if published else None,
+        columns=tuple((c.name, c.type) for c in spec.columns),
+        assertions=assertions(ctx, spec, [a for a in attempts if a.model == spec.name]),
+        symlink=name.symlink,
+        storage=name.storage,
+    )
+
+
+def assertions(ctx: Context, spec: ModelSpec, attempts: Sequence[Attempt]) -> tuple[Assertion, ...]:
+    """Each check the run's attempts of a model ran: passed in all of them, or not."""
+    from tidegate.notify.events import Assertion
+
+    found: dict[str, list[CheckResult]] = {}
+    for attempt in attempts:
+        for result in ctx.state.checks(attempt.attempt_id):
+            found.setdefault(result.name, []).append(result)
+    declared = {check.name: check for check in spec.checks}
+    outcomes = []
+    for name, results in found.items():
+        failed = [r for r in results if not r.passed]
+        column = declared[name].params.get("column") if name in declared else None
+        outcomes.append(
+            Assertion(
+                name=name,
+                kind=results[0].kind,
+                success=not failed,
+                severity=results[0].severity.value,
+                column=column if isinstance(column, str) else None,
+                detail=failed[0].message if failed else None,
+            )
+        )
+    return tuple(outcomes)
+
+
+def nominal_time(spec: ModelSpec, windows: Windows) -> tuple[datetime, datetime] | None:
+    """The span of time a run's windows of a time-grain model cover (None for other models)."""
+    if not windows or not spec.grain.is_time:
+        return None
+    start, end = min(s for s, _ in windows), max(e for _, e in windows)
+    return (
+        datetime.fromtimestamp(start, tz=timezone.utc),
+        datetime.fromtimestamp(end, tz=timezone.utc),
+    )
 
 
 STALE_REASON = "an upstream partition it was computed from changed; a `reread` follows"
