@@ -13,6 +13,7 @@ from tests.kit import (
     tidegate,
     warehouse_rows,
 )
+from tests.notify.openlineage_kit import events, validate
 
 
 def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
@@ -110,6 +111,15 @@ def test_demo_matches_an_independent_group_by(tmp_path: Path) -> None:
     assert "the load is repaired" in redone["plan"]["approval"]["reason"]
     notices = [json.loads(line) for line in (kept / "notices.jsonl").read_text().splitlines()]
     assert notices[-1]["partitions"] == ["2025-06-03"] and notices[-1]["run_id"] == rerun
+
+    # every OpenLineage event of the demo's runs is valid; each run began and ended
+    lineage = events(kept / "lineage.jsonl")
+    for event in lineage:
+        validate(event)
+    began = {e["run"]["runId"] for e in lineage if e["eventType"] == "START"}
+    ended = {e["run"]["runId"] for e in lineage if e["eventType"] in ("COMPLETE", "FAIL")}
+    assert began == ended and len(began) >= len(result.json()["runs"])
+    assert {e["eventType"] for e in lineage} == {"START", "COMPLETE", "FAIL"}
 
 
 def test_demo_default_scale_leaves_nothing_behind() -> None:

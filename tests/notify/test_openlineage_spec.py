@@ -6,60 +6,17 @@ columns and the checks."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
 
 from tests.kit import tidegate, warehouse_execute
-from tidegate.notify.events import PARTITIONS_FACET
+from tests.notify.openlineage_kit import events, validate
 
-SCHEMA = json.loads(
-    (Path(__file__).parent / "data" / "openlineage-run-event.schema.json").read_text()
-)
-# each standard facet tidegate sends, by its key, and the definition its _schemaURL names
-FACETS = {
-    "errorMessage": "ErrorMessageRunFacet",
-    "nominalTime": "NominalTimeRunFacet",
-    "parent": "ParentRunFacet",
-    "jobType": "JobTypeJobFacet",
-    "schema": "SchemaDatasetFacet",
-    "symlinks": "SymlinksDatasetFacet",
-    "storage": "StorageDatasetFacet",
-    "catalog": "CatalogDatasetFacet",
-    "dataQualityAssertions": "DataQualityAssertionsDatasetFacet",
-    "outputStatistics": "OutputStatisticsOutputDatasetFacet",
-    "subset": "OutputSubsetOutputDatasetFacet",
-}
 PARENT_RUN = "3f0c8b8e-6a57-4a53-9c1c-2b7e6b1f0a11"
 ROOT_RUN = "0d6e5a52-51a4-4d2b-8f7e-5f1c6c2b9e33"
-
-
-def validate(event: dict[str, Any]) -> None:
-    """The event against RunEvent, then every facet against the definition it names."""
-    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
-    jsonschema.validate(event, SCHEMA, format_checker=checker)
-    for key, facet in facets_of(event):
-        if key == PARTITIONS_FACET:
-            continue
-        definition = FACETS[key]
-        assert facet["_schemaURL"].startswith("https://openlineage.io/spec/facets/")
-        assert facet["_schemaURL"].endswith(f"#/$defs/{definition}"), (key, facet["_schemaURL"])
-        jsonschema.validate(
-            facet, {**SCHEMA, "$ref": f"#/$defs/{definition}"}, format_checker=checker
-        )
-
-
-def facets_of(event: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    found = list(event["run"].get("facets", {}).items())
-    found += event["job"].get("facets", {}).items()
-    for dataset in event.get("inputs", []) + event.get("outputs", []):
-        for group in ("facets", "inputFacets", "outputFacets"):
-            found += dataset.get(group, {}).items()
-    return found
 
 
 def with_lineage_file(project: Path) -> Path:
@@ -70,10 +27,6 @@ def with_lineage_file(project: Path) -> Path:
         "lineage = true\n"
     )
     return project / "lineage.jsonl"
-
-
-def events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_a_backfill_under_an_orchestrator_sends_valid_events_with_the_standard_facets(

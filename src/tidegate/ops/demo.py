@@ -39,12 +39,20 @@ CONCURRENCY = 2
 NEXT_TICK = datetime(2026, 1, 1, 3, 0, tzinfo=timezone.utc)
 STORY_TWO = "2025-06-01..2025-06-05"
 NOTICES = "notices.jsonl"
-# the consumer of story 2: finance reads daily_revenue and is told what is published
+LINEAGE = "lineage.jsonl"
+# the consumer of story 2: finance reads daily_revenue and is told what is published; every
+# run's OpenLineage events go to a file, as they would to a lineage backend
 FINANCE = f"""
 [[notify]]
 name = "finance_inbox"
 kind = "file"
 path = "{NOTICES}"
+
+[[notify]]
+name = "lineage"
+kind = "file"
+path = "{LINEAGE}"
+lineage = true
 
 [[consumers]]
 name = "finance"
