@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +12,8 @@ import pytest
 from tests.distributed.kit import Process, run_row, shared_project, worker
 from tests.engines.postgres_kit import fresh_database
 from tests.faults.ledger import wait_until
+from tests.kit import tidegate
+from tests.ops.test_json_schemas import validator
 
 pytestmark = [pytest.mark.postgres]
 
@@ -52,3 +56,39 @@ def test_a_coordinator_without_a_worker_says_what_it_waits_for(tmp_path: Path) -
         progress = re.search(rf"{run_id}: (1[0-8]|[1-9])/18 partitions", out)
         assert progress is not None, out
         assert beats not in out[progress.start() :]
+
+
+def test_a_detached_distributed_backfill_returns_its_run_and_workers_finish_it(
+    tmp_path: Path,
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with fresh_database() as dsn:
+        project = shared_project(tmp_path / "shared", dsn, 1)
+        started = tidegate(
+            "backfill",
+            "daily_revenue",
+            "--partitions",
+            "2025-01-01..2025-01-06",
+            "--distributed",
+            "--detach",
+            "--json",
+            "--project",
+            project,
+        )
+        assert started.exit_code == 0, started.stderr
+        document = json.loads(started.stdout)
+        validator("backfill-detached").validate(document)
+        run_id = document["run_id"]
+        # the run is recorded and queued before the command returned, and nothing is done yet
+        assert run_row(dsn, run_id)[1] == "running"
+        helper = worker(logs, "w1", project)
+        assert helper.wait() == 0, helper.stderr()
+        # the background coordinator is this test process's child: it ends once workers did
+        _, status = os.waitpid(document["pid"], 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        shown = tidegate("show", "run", run_id, "--json", "--project", project).json()
+        assert shown["status"] == "succeeded"
+        assert sorted(a["partition"] for a in shown["attempts"] if a["state"] == "published") == [
+            f"2025-01-0{day}" for day in range(1, 7)
+        ]
