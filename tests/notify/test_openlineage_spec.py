@@ -6,6 +6,7 @@ columns and the checks."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -165,3 +166,32 @@ def test_the_schema_refuses_what_the_spec_refuses(project: Path) -> None:
     unproduced = {k: v for k, v in statistics.items() if k != "_producer"}
     with pytest.raises(jsonschema.ValidationError, match="_producer"):
         validate({**complete, "outputs": [{**output, "outputFacets": {"x": unproduced}}]})
+
+
+def test_a_backfill_stopped_on_request_is_a_valid_abort_event(project: Path) -> None:
+    lineage = with_lineage_file(project)
+    # at one batch a minute the run waits after its first partition, where it is stopped
+    started = tidegate(
+        "backfill",
+        "daily_revenue",
+        "--partitions",
+        "2025-01-01..2025-01-10",
+        "--rate",
+        "1/min",
+        "--detach",
+        "--json",
+        "--project",
+        project,
+    ).json()
+    asked = tidegate("backfill", "stop", started["run_id"], "--project", project)
+    assert asked.exit_code == 0, asked.stderr
+    _, status = os.waitpid(started["pid"], 0)
+    assert os.waitstatus_to_exitcode(status) == 5
+    sent = events(lineage)
+    assert [e["eventType"] for e in sent] == ["START", "ABORT"]
+    for event in sent:
+        validate(event)
+    aborted = sent[1]
+    assert "stopped" in aborted["run"]["facets"]["errorMessage"]["message"]
+    [wrote] = aborted["outputs"]
+    assert wrote["facets"]["tidegate_partitions"]["partitions"] == ["2025-01-01"]

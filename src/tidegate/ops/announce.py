@@ -29,7 +29,7 @@ from tidegate.notify.row import ConsumerRead
 from tidegate.ops.context import Context
 
 if TYPE_CHECKING:
-    from tidegate.notify.events import Assertion, DatasetRef, NoticeKind
+    from tidegate.notify.events import Assertion, DatasetRef, LineageState, NoticeKind
 
 Windows = Sequence[tuple[int, int]]
 
@@ -42,6 +42,11 @@ class Published:
     version: str  # vN
     failed: bool
     reason: str | None
+    stopped: bool = False  # on request, before it was done
+
+    @property
+    def lineage_state(self) -> LineageState:
+        return "ABORT" if self.stopped else "FAIL" if self.failed else "COMPLETE"
 
 
 class _Queue:
@@ -104,14 +109,14 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
         shown = labels(ctx, part.model, windows)
         if targets:
             event = run_event(
-                "FAIL" if part.failed else "COMPLETE",
+                part.lineage_state,
                 namespace=settings.project.name,
                 model=part.model,
                 run_id=run_id,
                 at=at,
                 inputs=lineage_inputs(ctx, spec),
                 outputs=[lineage_output(ctx, spec, part.version, shown, attempts)],
-                error=part.reason if part.failed else None,
+                error=part.reason if part.failed or part.stopped else None,
                 nominal=nominal_time(spec, windows),
                 parent=parent_from(os.environ),
             )

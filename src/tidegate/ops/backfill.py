@@ -436,6 +436,7 @@ def _execute(
                 f"v{version.seq}",
                 status is RunStatus.FAILED,
                 reason,
+                stopped=status is RunStatus.STOPPED,
             )
         ],
     )

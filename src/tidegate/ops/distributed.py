@@ -316,7 +316,8 @@ def close_if_over(ctx: Context, run_id: str) -> bool:
     plan = BackfillPlan.from_json(run.plan or "")
     version = ctx.state.get_version(plan.version_id)
     seq = f"v{version.seq}" if version is not None else plan.version_id
-    announce(ctx, run_id, [Published(plan.model, seq, status is RunStatus.FAILED, reason)])
+    stopped = status is RunStatus.STOPPED
+    announce(ctx, run_id, [Published(plan.model, seq, status is RunStatus.FAILED, reason, stopped)])
     return True
 
 

@@ -261,6 +261,7 @@ def _execute(
                 _seq(ctx, step.version_id),
                 status is RunStatus.FAILED,
                 reason,
+                stopped=status is RunStatus.STOPPED,
             )
             for step in plan.steps
         ],

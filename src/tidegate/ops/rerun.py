@@ -369,6 +369,7 @@ def rerun(
                 f"v{plan.version.seq}",
                 status is RunStatus.FAILED,
                 reason,
+                stopped=status is RunStatus.STOPPED,
             )
         ],
     )
