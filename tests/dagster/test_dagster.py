@@ -13,6 +13,7 @@ import pytest
 
 from tests.dagster.kit import dagster, dagster_python
 from tests.kit import example_project, result_document, tidegate
+from tests.ops.test_whole_table import write_summary
 
 pytestmark = [pytest.mark.dagster, pytest.mark.xdist_group("dagster")]
 
@@ -174,3 +175,23 @@ def test_a_retry_policy_retries_failures_and_never_refusals(tmp_path: Path) -> N
     assert not refused["success"] and refused["retries"] == 0
     [failure] = refused["failures"]
     assert failure["metadata"]["tidegate/exit_code"] == 3 and "paused" in failure["description"]
+
+
+def test_a_whole_table_model_is_an_unpartitioned_asset(tmp_path: Path) -> None:
+    project = example_project(tmp_path / "p")
+    write_summary(project)
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", "customers_summary", "--project", project).exit_code == 0
+    assert dagster(project, "describe")["assets"]["customers_summary"]["partitions"] is None
+
+    report = dagster(project, "materialize", "customers_summary")
+    assert report["success"], report["failures"]
+    [(run_id, kind, span, _)] = ledger_runs(project)
+    assert (kind, span) == ("backfill", "all")
+    [materialized] = report["materializations"]
+    assert materialized["partition"] is None
+    assert materialized["metadata"]["tidegate/run"] == run_id
+    assert {c["name"]: c["passed"] for c in report["checks"]} == {
+        "unique_status": True,
+        "few_statuses": True,
+    }
