@@ -13,6 +13,7 @@ import pytest
 
 from tests.dagster.kit import dagster, dagster_python
 from tests.kit import example_project, result_document, tidegate
+from tests.ops.test_key_reconciliation import keyed_model
 from tests.ops.test_whole_table import write_summary
 
 pytestmark = [pytest.mark.dagster, pytest.mark.xdist_group("dagster")]
@@ -195,3 +196,22 @@ def test_a_whole_table_model_is_an_unpartitioned_asset(tmp_path: Path) -> None:
         "unique_status": True,
         "few_statuses": True,
     }
+
+
+def test_a_key_list_is_a_static_partitioning_of_the_declared_keys(tmp_path: Path) -> None:
+    project = example_project(tmp_path / "p")
+    (project / "models" / "by_status.sql").write_text(keyed_model())
+    assert tidegate("build", "--project", project).exit_code == 0
+    assert tidegate("deploy", "by_status", "--project", project).exit_code == 0
+    described = dagster(project, "describe")["assets"]["by_status"]["partitions"]
+    assert described == {
+        "kind": "StaticPartitionsDefinition",
+        "first": ["completed", "cancelled", "lost"],
+    }
+
+    report = dagster(project, "materialize", "by_status", "completed", "cancelled")
+    assert report["success"], report["failures"]
+    [(run_id, kind, span, _)] = ledger_runs(project)
+    assert (kind, span) == ("backfill", "completed..cancelled")
+    assert sorted(by_partition(report)) == ["cancelled", "completed"]
+    assert {m["tidegate/run"] for m in by_partition(report).values()} == {run_id}
