@@ -30,6 +30,12 @@ SHARED_VENV = Path(os.environ.get("TMPDIR", "/tmp")) / "tidegate-test-dagster-ve
 INSTALL_TIMEOUT_SECONDS = 900
 SCRIPT = Path(__file__).parent / "materialize.py"
 DEFINITIONS = REPO / "examples" / "dagster" / "definitions.py"
+# an order of 3 January 2025 with a status daily_revenue's accepted_values check refuses
+BAD_STATUS = """
+    UPDATE orders SET status = 'lost'
+    WHERE order_id = (SELECT min(order_id) FROM orders
+                      WHERE order_ts >= '2025-01-03' AND order_ts < '2025-01-04')
+"""
 
 
 def requirements() -> list[str]:

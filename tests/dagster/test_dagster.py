@@ -11,18 +11,12 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.dagster.kit import dagster, dagster_python
+from tests.dagster.kit import BAD_STATUS, dagster, dagster_python
 from tests.kit import example_project, result_document, tidegate
 from tests.ops.test_key_reconciliation import keyed_model
 from tests.ops.test_whole_table import write_summary
 
 pytestmark = [pytest.mark.dagster, pytest.mark.xdist_group("dagster")]
-
-BAD_STATUS = """
-    UPDATE orders SET status = 'lost'
-    WHERE order_id = (SELECT min(order_id) FROM orders
-                      WHERE order_ts >= '2025-01-03' AND order_ts < '2025-01-04')
-"""
 
 
 @pytest.fixture(scope="module", autouse=True)

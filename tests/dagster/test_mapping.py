@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from tests.dagster.kit import BAD_STATUS
 from tests.kit import REPO, example_project, result_document
 from tidegate import orchestration
 from tidegate.dagster.partitioning import Kind, partitioning
@@ -19,12 +20,6 @@ from tidegate.dagster.requests import request, retryable
 from tidegate.dagster.results import ROW_COUNT, check_outcomes, metadata, published_partitions
 from tidegate.domain.partitions import Grain, PartitionKey, following, to_epoch
 from tidegate.project.loader import load_project
-
-BAD_STATUS = """
-    UPDATE orders SET status = 'lost'
-    WHERE order_id = (SELECT min(order_id) FROM orders
-                      WHERE order_ts >= '2025-01-03' AND order_ts < '2025-01-04')
-"""
 
 
 def test_time_grains_are_time_partitions_whose_keys_are_tidegate_labels(tmp_path: Path) -> None:
