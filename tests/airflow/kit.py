@@ -52,7 +52,9 @@ def _install() -> None:
         done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS)
         if done.returncode != 0:
             errors = [line for line in done.stderr.splitlines() if "ERROR" in line]
-            raise AssertionError(f"installing {REQUIREMENT} failed: {errors or done.stderr[-2000:]}")
+            raise AssertionError(
+                f"installing {REQUIREMENT} failed: {errors or done.stderr[-2000:]}"
+            )
     # only a complete install leaves `airflow` in place for the next test to find
     assert (SHARED_VENV / "bin" / "airflow").exists(), "pip installed no `airflow` script"
 
@@ -124,12 +126,15 @@ class Airflow:
         )
         return {task: (state, tries) for task, state, tries in rows}
 
-    def asset_partitions(self, uri: str) -> dict[str, list[str]]:
-        """The partition keys of the asset events on `uri`, by the task that emitted them."""
+    def asset_partitions(self, uri: str, dag_id: str) -> dict[str, list[str]]:
+        """The partition keys of the asset events on `uri` that the DAG's tasks emitted, by
+        task."""
         rows = self.query(
             "SELECT e.source_task_id, e.partition_key FROM asset_event AS e "
-            "JOIN asset AS a ON a.id = e.asset_id WHERE a.uri = ? ORDER BY e.partition_key",
+            "JOIN asset AS a ON a.id = e.asset_id WHERE a.uri = ? AND e.source_dag_id = ? "
+            "ORDER BY e.partition_key",
             uri,
+            dag_id,
         )
         found: dict[str, list[str]] = {}
         for task, key in rows:

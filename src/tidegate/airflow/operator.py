@@ -9,7 +9,7 @@ import shlex
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import Asset, BaseOperator, Context
@@ -146,13 +146,10 @@ class TidegateOperator(BaseOperator):
         if not self.deferrable or busy_tries >= self.busy_attempts:
             return
         self.log.info("%s; trying again in %s s", message, self.busy_delay)
-        self._defer_busy(busy_tries + 1)
-
-    def _defer_busy(self, busy_tries: int) -> NoReturn:
         self.defer(
             trigger=TimeDeltaTrigger(timedelta(seconds=self.busy_delay)),
             method_name="execute_when_free",
-            kwargs={"busy_tries": busy_tries},
+            kwargs={"busy_tries": busy_tries + 1},
         )
 
     def _published(self, context: Context, outcome: Outcome) -> dict[str, Any]:

@@ -37,8 +37,8 @@ with DAG(dag_id="tidegate_refusals", schedule=None, start_date=START, catchup=Fa
     TidegateOperator(
         task_id="usage",
         command="backfill",
-        model="daily_revenue",
-        partitions="2025-13-45..2025-13-46",
+        model="no_such_model",
+        partitions="2025-01-01..2025-01-02",
         project=PROJECT,
         **RETRIED,
     )
