@@ -5,19 +5,25 @@ their partition keys, XCom."""
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path
+from typing import IO, Any
 
 import duckdb
 import pytest
 
 from tests.airflow.kit import EXAMPLE_DAGS, TEST_DAGS, Airflow, airflow_executable, migrated
 from tests.faults.backfill_kit import listed_backfills, make_slow
-from tests.kit import example_project, tidegate
-from tidegate.orchestration import published, run_document
+from tests.kit import REPO, example_project, tidegate
+from tidegate.orchestration import Invocation, invoke, published, run_document
 
 pytestmark = [pytest.mark.airflow, pytest.mark.xdist_group("airflow")]
 
@@ -169,3 +175,52 @@ def test_a_stopped_backfill_skips_the_task(airflow_home: Airflow, tmp_path: Path
     assert airflow.task_states("tidegate_stopped") == {"backfill": ("skipped", 1)}
     assert f"tidegate run {started} ended: stopped" in output.text
     assert run_document(started, project)["status"] == "stopped"
+
+
+def test_the_trigger_follows_a_run_across_a_triggerer_restart(tmp_path: Path) -> None:
+    project = example_project(tmp_path / "orders")
+    make_slow(project, 30_000_000)  # 90 one-day batches: running all through the test
+    started = invoke(
+        Invocation(
+            "backfill",
+            "daily_revenue",
+            "2025-01-01..2025-03-31",
+            project,
+            ("--batch-size", "1", "--detach"),
+        )
+    )
+    assert started.succeeded and started.run_id, started.document
+    run_id = started.run_id
+    python = airflow_executable().parent / "python"
+    script = Path(__file__).parent / "follow_run.py"
+    follow = subprocess.Popen(
+        [str(python), str(script), run_id, str(project), "2", sys.executable, "-m", "tidegate"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    try:
+        assert follow.stdout is not None
+        # the first trigger polled for 2 s and was stopped without an event: the run was running
+        first = _followed(follow.stdout)
+        assert first == {"early": None, "classpath": "tidegate.airflow.trigger.TidegateRunTrigger"}
+        # the one built again from its serialized form follows the same run to its end
+        assert tidegate("backfill", "stop", run_id, "--project", project).exit_code == 0
+        rest, stderr = follow.communicate(timeout=TIMEOUT)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+    assert follow.returncode == 0, stderr[-4000:]
+    event = _followed(io.StringIO(rest))["event"]
+    assert event["run_id"] == run_id and event["status"] == "stopped", event
+    assert run_document(run_id, project)["status"] == "stopped"
+
+
+def _followed(lines: IO[str]) -> Any:
+    """The next line follow_run.py printed after its mark, read."""
+    for line in lines:
+        if line.startswith("followed: "):
+            return json.loads(line.removeprefix("followed: "))
+    raise AssertionError("follow_run.py printed nothing more")
