@@ -21,7 +21,12 @@ from typing import Any
 
 from tests.kit import REPO
 
-SHARED_VENV = Path(os.environ.get("TMPDIR", "/tmp")) / "tidegate-test-airflow-venv"
+# TIDEGATE_TEST_AIRFLOW_VENV: another venv (one already holding Airflow 3.3, or a folder to
+# install it into)
+SHARED_VENV = Path(
+    os.environ.get("TIDEGATE_TEST_AIRFLOW_VENV")
+    or Path(os.environ.get("TMPDIR", "/tmp")) / "tidegate-test-airflow-venv"
+)
 REQUIREMENT = "apache-airflow==3.3.*"
 INSTALL_TIMEOUT_SECONDS = 900
 EXAMPLE_DAGS = REPO / "examples" / "airflow"

@@ -41,7 +41,8 @@ class TidegateOperator(BaseOperator):
     is then waited for on the triggerer too (`busy_delay` seconds, `busy_attempts` times), where
     otherwise the task fails and Airflow retries it after its `retry_delay`."""
 
-    template_fields: Sequence[str] = ("model", "partitions", "options")
+    # not `model`: its asset is named when the DAG is parsed
+    template_fields: Sequence[str] = ("partitions", "options")
     ui_color = "#dbe7ff"
 
     def __init__(
