@@ -6,7 +6,6 @@ as the one the operator starts."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kit import REPO
+from tidegate.execution.tool_venv import tool_executable
 
 # TIDEGATE_TEST_AIRFLOW_VENV: another venv (one already holding Airflow 3.3, or a folder to
 # install it into)
@@ -36,32 +36,7 @@ TEST_DAGS = Path(__file__).parent / "dags"
 def airflow_executable() -> Path:
     """`airflow` of the shared venv, installed on first use; an install that fails fails the
     test (it is not skipped)."""
-    airflow = SHARED_VENV / "bin" / "airflow"
-    if airflow.exists():
-        return airflow
-    SHARED_VENV.parent.mkdir(parents=True, exist_ok=True)
-    with (SHARED_VENV.parent / f"{SHARED_VENV.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not airflow.exists():
-            _install()
-    return airflow
-
-
-def _install() -> None:
-    python = SHARED_VENV / "bin" / "python"
-    steps = (
-        [sys.executable, "-m", "venv", "--clear", str(SHARED_VENV)],
-        [str(python), "-m", "pip", "install", "--quiet", REQUIREMENT],
-    )
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS)
-        if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if "ERROR" in line]
-            raise AssertionError(
-                f"installing {REQUIREMENT} failed: {errors or done.stderr[-2000:]}"
-            )
-    # only a complete install leaves `airflow` in place for the next test to find
-    assert (SHARED_VENV / "bin" / "airflow").exists(), "pip installed no `airflow` script"
+    return tool_executable(SHARED_VENV, [REQUIREMENT], "airflow", INSTALL_TIMEOUT_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ environment a user of `tidegate[dagster]` has.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kit import REPO
+from tidegate.execution.tool_venv import tool_executable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,32 +47,8 @@ def requirements() -> list[str]:
 def dagster_python(venv: Path = SHARED_VENV) -> Path:
     """The interpreter of the Dagster environment, installed (or brought up to the current
     requirements) on first use. Raises if it cannot be installed: the tests then fail."""
-    python = venv / "bin" / "python"
-    stamp = venv / "tidegate-requirements.json"
-    wanted = json.dumps(requirements())
-    if stamp.exists() and stamp.read_text() == wanted:
-        return python
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (stamp.exists() and stamp.read_text() == wanted):
-            _install(venv, python)
-            stamp.write_text(wanted)
-    return python
-
-
-def _install(venv: Path, python: Path) -> None:
-    steps = [
-        [sys.executable, "-m", "venv", str(venv)],
-        [str(python), "-m", "pip", "install", "--quiet", *requirements()],
-    ]
-    for step in steps:
-        done = subprocess.run(
-            step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS, check=False
-        )
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"installing Dagster into {venv} failed: {last}")
+    dagster = tool_executable(venv, requirements(), "dagster", INSTALL_TIMEOUT_SECONDS)
+    return dagster.parent / "python"
 
 
 def environment(project: Path) -> dict[str, str]:

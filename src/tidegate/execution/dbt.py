@@ -7,18 +7,15 @@ a command model's."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from tidegate.domain.errors import ModelError
 from tidegate.domain.model import Version
 from tidegate.engines.base import Engine
 from tidegate.execution.command import CommandStage
+from tidegate.execution.tool_venv import tool_executable
 from tidegate.execution.unit import ReadFrom, Unit
 from tidegate.project.code_files import require_unchanged
 from tidegate.project.dbt_model import project_files
@@ -26,7 +23,6 @@ from tidegate.project.dbt_model import project_files
 DBT_REQUIREMENTS = ("dbt-core>=1.8,<1.12", "dbt-duckdb>=1.8", "dbt-postgres>=1.8")
 VENV_VARIABLE = "TIDEGATE_DBT_VENV"
 PROFILE = "tidegate"
-INSTALL_TIMEOUT_SECONDS = 1800
 
 
 def profiles(database: Path) -> str:
@@ -43,32 +39,7 @@ def profiles(database: Path) -> str:
 def dbt_executable(root: Path) -> Path:
     """tidegate's dbt, installed on first use (one installer at a time, across processes)."""
     venv = Path(os.environ.get(VENV_VARIABLE) or root / ".tidegate" / "dbt-venv")
-    dbt = venv / "bin" / "dbt"
-    if dbt.exists():
-        return dbt
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with (venv.parent / f"{venv.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not dbt.exists():
-            _install(venv)
-    return dbt
-
-
-def _install(venv: Path) -> None:
-    steps = (
-        [sys.executable, "-m", "venv", str(venv)],
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *DBT_REQUIREMENTS],
-    )
-    for step in steps:
-        try:
-            done = subprocess.run(
-                step, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS
-            )
-        except (OSError, subprocess.SubprocessError) as error:
-            raise ModelError(f"installing dbt into {venv} failed: {error}") from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ModelError(f"installing dbt into {venv} failed: {last}")
+    return tool_executable(venv, DBT_REQUIREMENTS, "dbt")
 
 
 def stage_dbt(
