@@ -9,36 +9,18 @@ it may, whether it passed) is tidegate's, made by the command each materializati
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dagster import AssetsDefinition
+    from tidegate.dagster.assets import tidegate_assets
 
 __all__ = ["tidegate_assets"]
 
 
-def tidegate_assets(
-    project: Path | str,
-    *,
-    models: Iterable[str] | None = None,
-    key_prefix: Sequence[str] = (),
-    group_name: str | None = None,
-    program: Sequence[str] | None = None,
-    options: Sequence[str] = (),
-    retry_policy: Any = None,
-) -> list[AssetsDefinition]:
-    """One Dagster asset per model of the tidegate project at `project` (see
-    `tidegate.dagster.assets.tidegate_assets`)."""
-    from tidegate.dagster.assets import tidegate_assets as build
+def __getattr__(name: str) -> Any:
+    """`tidegate_assets`, loaded (with Dagster) on first use."""
+    if name != "tidegate_assets":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tidegate.dagster.assets import tidegate_assets
 
-    return build(
-        project,
-        models=models,
-        key_prefix=key_prefix,
-        group_name=group_name,
-        program=program,
-        options=options,
-        retry_policy=retry_policy,
-    )
+    return tidegate_assets
