@@ -23,11 +23,13 @@ from tidegate.execution.tool_venv import tool_executable
 
 # TIDEGATE_TEST_AIRFLOW_VENV: another venv (one already holding Airflow 3.3, or a folder to
 # install it into)
+NAMED_VENV = os.environ.get("TIDEGATE_TEST_AIRFLOW_VENV")
 SHARED_VENV = Path(
-    os.environ.get("TIDEGATE_TEST_AIRFLOW_VENV")
-    or Path(os.environ.get("TMPDIR", "/tmp")) / "tidegate-test-airflow-venv"
+    NAMED_VENV or Path(os.environ.get("TMPDIR", "/tmp")) / "tidegate-test-airflow-venv"
 )
-REQUIREMENT = "apache-airflow==3.3.*"
+# Airflow, and its OpenLineage provider: the operator names the task as the OpenLineage parent
+# of tidegate's events through the provider's macros
+REQUIREMENTS = ("apache-airflow==3.3.*", "apache-airflow-providers-openlineage>=2.0")
 INSTALL_TIMEOUT_SECONDS = 900
 EXAMPLE_DAGS = REPO / "examples" / "airflow"
 TEST_DAGS = Path(__file__).parent / "dags"
@@ -36,7 +38,9 @@ TEST_DAGS = Path(__file__).parent / "dags"
 def airflow_executable() -> Path:
     """`airflow` of the shared venv, installed on first use; an install that fails fails the
     test (it is not skipped)."""
-    return tool_executable(SHARED_VENV, [REQUIREMENT], "airflow", INSTALL_TIMEOUT_SECONDS)
+    return tool_executable(
+        SHARED_VENV, REQUIREMENTS, "airflow", INSTALL_TIMEOUT_SECONDS, named=bool(NAMED_VENV)
+    )
 
 
 @dataclass(frozen=True)

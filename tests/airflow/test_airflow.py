@@ -23,6 +23,7 @@ import pytest
 from tests.airflow.kit import EXAMPLE_DAGS, TEST_DAGS, Airflow, airflow_executable, migrated
 from tests.faults.backfill_kit import listed_backfills, make_slow
 from tests.kit import REPO, example_project, tidegate
+from tests.notify.openlineage_kit import events, validate, with_lineage_file
 from tidegate.orchestration import Invocation, invoke, published, run_document
 
 pytestmark = [pytest.mark.airflow, pytest.mark.xdist_group("airflow")]
@@ -56,6 +57,7 @@ def test_the_example_dag_publishes_its_partitions_as_asset_events(
     airflow_home: Airflow, tmp_path: Path
 ) -> None:
     project = example_project(tmp_path / "orders")
+    with_lineage_file(project)
     airflow = _on(airflow_home, project)
     done = airflow.run("dags", "test", "tidegate_orders", timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout[-6000:]
@@ -95,6 +97,20 @@ def test_the_example_dag_publishes_its_partitions_as_asset_events(
         assert (detached / f"{run_id}.log").exists() is deferred
         assert (f"tidegate run {run_id} ended: succeeded" in done.stdout) is deferred
     assert "running trigger in line" in done.stdout
+
+    # tidegate's OpenLineage events name the task that started them as their parent, and the
+    # DAG run as the root, as Airflow's OpenLineage provider names them
+    sent = events(project / "lineage.jsonl")
+    assert {e["eventType"] for e in sent} == {"START", "COMPLETE"}
+    parents = set()
+    for event in sent:
+        validate(event)
+        parent = event["run"]["facets"]["parent"]
+        parents.add((parent["job"]["name"], parent["root"]["job"]["name"]))
+    assert parents == {
+        ("tidegate_orders.backfill_first_days", "tidegate_orders"),
+        ("tidegate_orders.backfill_rest_deferred", "tidegate_orders"),
+    }
 
 
 def test_refusals_and_usage_errors_fail_without_retry(

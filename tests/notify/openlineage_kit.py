@@ -57,3 +57,13 @@ def facets_of(event: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def with_lineage_file(project: Path) -> Path:
+    config = project / "tidegate.toml"
+    config.write_text(
+        config.read_text()
+        + '\n[[notify]]\nname = "lineage_log"\nkind = "file"\npath = "lineage.jsonl"\n'
+        "lineage = true\n"
+    )
+    return project / "lineage.jsonl"

@@ -14,20 +14,10 @@ import jsonschema
 import pytest
 
 from tests.kit import tidegate, warehouse_execute
-from tests.notify.openlineage_kit import events, validate
+from tests.notify.openlineage_kit import events, validate, with_lineage_file
 
 PARENT_RUN = "3f0c8b8e-6a57-4a53-9c1c-2b7e6b1f0a11"
 ROOT_RUN = "0d6e5a52-51a4-4d2b-8f7e-5f1c6c2b9e33"
-
-
-def with_lineage_file(project: Path) -> Path:
-    config = project / "tidegate.toml"
-    config.write_text(
-        config.read_text()
-        + '\n[[notify]]\nname = "lineage_log"\nkind = "file"\npath = "lineage.jsonl"\n'
-        "lineage = true\n"
-    )
-    return project / "lineage.jsonl"
 
 
 def test_a_backfill_under_an_orchestrator_sends_valid_events_with_the_standard_facets(

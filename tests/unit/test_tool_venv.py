@@ -1,5 +1,6 @@
-"""A tool's virtual environment: used as it is when it holds what was asked for, or when it was
-made elsewhere and holds the tool; otherwise installed, and a failed install is one line."""
+"""A tool's virtual environment: used as it is when it holds what was asked for, or when the user
+named one made elsewhere that holds the tool; otherwise installed, and a failed install is one
+line."""
 
 from __future__ import annotations
 
@@ -18,9 +19,18 @@ def test_an_environment_made_elsewhere_that_holds_the_tool_is_used_as_it_is(
     venv = tmp_path / "theirs"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "dbt").write_text("#!/bin/sh\n")
-    assert tool_executable(venv, ["dbt-core>=1.8"], "dbt") == venv / "bin" / "dbt"
+    assert tool_executable(venv, ["dbt-core>=1.8"], "dbt", named=True) == venv / "bin" / "dbt"
     # nothing was installed into it, not even a stamp
     assert sorted(p.name for p in venv.iterdir()) == ["bin"]
+
+
+def test_an_environment_of_ours_without_a_stamp_is_installed_into(tmp_path: Path) -> None:
+    venv = tmp_path / "ours"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "dbt").write_text("#!/bin/sh\n")
+    with pytest.raises(ModelError, match="installing dbt into"):
+        tool_executable(venv, ["tidegate-no-such-package==0.0.1"], "dbt", timeout=300)
+    assert (venv / "bin" / "python").exists()
 
 
 def test_an_environment_holding_the_same_requirements_is_not_installed_again(

@@ -38,8 +38,9 @@ def profiles(database: Path) -> str:
 
 def dbt_executable(root: Path) -> Path:
     """tidegate's dbt, installed on first use (one installer at a time, across processes)."""
-    venv = Path(os.environ.get(VENV_VARIABLE) or root / ".tidegate" / "dbt-venv")
-    return tool_executable(venv, DBT_REQUIREMENTS, "dbt")
+    named = os.environ.get(VENV_VARIABLE)
+    venv = Path(named or root / ".tidegate" / "dbt-venv")
+    return tool_executable(venv, DBT_REQUIREMENTS, "dbt", named=bool(named))
 
 
 def stage_dbt(

@@ -1,8 +1,8 @@
 """Tools run in virtual environments of their own (tidegate's dbt; the tests' Airflow and
 Dagster): installed on first use, one installer at a time across processes (a file lock beside
 the environment), and installed again when the requirements asked for change (a stamp in the
-environment records what was installed). An environment made elsewhere (no stamp) that holds
-the tool already is used as it is, never installed into."""
+environment records what was installed). An environment the user named, made elsewhere (no
+stamp), that holds the tool already is used as it is, never installed into."""
 
 from __future__ import annotations
 
@@ -24,26 +24,27 @@ def tool_executable(
     requirements: Sequence[str],
     executable: str,
     timeout: float = INSTALL_TIMEOUT_SECONDS,
+    named: bool = False,
 ) -> Path:
-    """`venv/bin/EXECUTABLE`, with `requirements` installed first unless they are (or the
-    environment was made elsewhere and holds it)."""
+    """`venv/bin/EXECUTABLE`, with `requirements` installed first unless they are; `named`: the
+    user named the environment (it is used as it is if it was made elsewhere and holds it)."""
     found = venv / "bin" / executable
     wanted = json.dumps(list(requirements))
-    if _ready(venv, found, wanted):
+    if _ready(venv, found, wanted, named):
         return found
     venv.parent.mkdir(parents=True, exist_ok=True)
     with (venv.parent / f"{venv.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _ready(venv, found, wanted):
+        if not _ready(venv, found, wanted, named):
             _install(venv, requirements, executable, timeout)
             (venv / STAMP).write_text(wanted)
     return found
 
 
-def _ready(venv: Path, found: Path, wanted: str) -> bool:
+def _ready(venv: Path, found: Path, wanted: str, named: bool) -> bool:
     stamp = venv / STAMP
     if not stamp.exists():
-        return found.exists()
+        return named and found.exists()
     return stamp.read_text() == wanted
 
 
