@@ -25,6 +25,10 @@ BUSY = 4  # another writer holds the model: retry later
 STOPPED = 5  # stopped on request
 
 COMMANDS = ("run", "backfill", "rerun", "recover")
+# worth another try: a failure (a broken source, a lost connection) and a busy model (another
+# writer holds it). Not a usage error or a refusal (the same call is refused again), nor a stop
+# (someone asked the run to stop; `tidegate backfill resume` continues it, on purpose).
+RETRYABLE = frozenset({FAILED, BUSY})
 
 
 class OrchestrationError(Exception):
@@ -80,6 +84,10 @@ class Outcome:
     @property
     def succeeded(self) -> bool:
         return self.exit_code == SUCCEEDED
+
+    @property
+    def retryable(self) -> bool:
+        return self.exit_code in RETRYABLE
 
     @property
     def run_id(self) -> str | None:

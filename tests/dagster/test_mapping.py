@@ -14,9 +14,8 @@ import duckdb
 
 from tests.dagster.kit import BAD_STATUS
 from tests.kit import REPO, example_project, result_document
-from tidegate import orchestration
 from tidegate.dagster.partitioning import Kind, partitioning
-from tidegate.dagster.requests import request, retryable
+from tidegate.dagster.requests import request
 from tidegate.dagster.results import ROW_COUNT, check_outcomes, metadata, published_partitions
 from tidegate.domain.partitions import Grain, PartitionKey, following, to_epoch
 from tidegate.project.loader import load_project
@@ -68,13 +67,6 @@ def test_a_key_range_is_one_backfill_and_an_unpartitioned_asset_a_tick(tmp_path:
     assert whole.arguments()[:4] == ["backfill", "daily_revenue", "--partitions", "all"]
     tick = request(replace(spec, grain=Grain.CURSOR), root, None, ("--batch-size", "7"))
     assert tick.arguments() == ["run", "daily_revenue", "--project", str(root), "--json"]
-
-
-def test_only_failures_and_busy_models_are_worth_a_retry() -> None:
-    assert retryable(orchestration.FAILED) and retryable(orchestration.BUSY)
-    refused = (orchestration.USAGE, orchestration.REFUSED, orchestration.STOPPED)
-    assert not any(retryable(code) for code in refused)
-    assert not retryable(orchestration.SUCCEEDED)  # nothing to retry
 
 
 def test_a_runs_metadata_and_checks_come_from_its_show_run_document(tmp_path: Path) -> None:

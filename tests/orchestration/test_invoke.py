@@ -9,7 +9,14 @@ import pytest
 
 from tests.kit import example_project, tidegate
 from tidegate import orchestration
-from tidegate.orchestration import Invocation, OrchestrationError, invoke, published, run_document
+from tidegate.orchestration import (
+    Invocation,
+    OrchestrationError,
+    Outcome,
+    invoke,
+    published,
+    run_document,
+)
 
 
 def test_a_backfill_outcome_and_what_it_published(tmp_path: Path) -> None:
@@ -56,3 +63,13 @@ def test_invocations_are_checked_before_anything_runs() -> None:
         "--batch-size",
         "7",
     ]
+
+
+def test_only_failures_and_busy_models_are_worth_a_retry() -> None:
+    def retryable(code: int) -> bool:
+        return Outcome(code).retryable
+
+    assert retryable(orchestration.FAILED) and retryable(orchestration.BUSY)
+    refused = (orchestration.USAGE, orchestration.REFUSED, orchestration.STOPPED)
+    assert not any(retryable(code) for code in refused)
+    assert not retryable(orchestration.SUCCEEDED)  # nothing to retry

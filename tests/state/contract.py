@@ -644,6 +644,24 @@ class StateStoreContract:
         assert store.checks("att-1") == results
         assert store.checks("att-other") == []
 
+    def test_the_checks_of_a_run_are_read_at_once_by_attempt(
+        self, with_versions: StateStore
+    ) -> None:
+        store = with_versions
+        store.create_run(run(RUN_A))
+        store.create_run(run(RUN_B))
+        store.create_attempt(attempt("att-1"))
+        store.create_attempt(attempt("att-2", day=1))
+        store.create_attempt(attempt("att-3", run_id=RUN_B))
+        passed = CheckResult("contract", "contract", Severity.BLOCKING, True, "0", "ok")
+        failed = CheckResult("unique_d", "unique", Severity.BLOCKING, False, "2", "2 repeated")
+        store.record_checks("att-1", [passed, failed])
+        store.record_checks("att-2", [passed])
+        store.record_checks("att-3", [failed])
+        assert store.checks_of_run(RUN_A) == {"att-1": [passed, failed], "att-2": [passed]}
+        assert store.checks_of_run(RUN_B) == {"att-3": [failed]}
+        assert store.checks_of_run("run-20250104T000000000000Z-cccccc") == {}
+
     def test_reconciliations_are_recorded_in_any_state_and_replaced_by_name(
         self, with_versions: StateStore
     ) -> None:

@@ -3,16 +3,15 @@ partitioned timetables need to name the partitions tidegate writes."""
 
 from __future__ import annotations
 
-# the labels of docs/reference (tidegate.domain.partitions): 2025-01-01T05, 2025-01-01, 2025-01
-KEY_FORMATS = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
+from tidegate.domain.partitions import Grain, label_format
 
 
 def key_format(grain: str) -> str:
     """The strftime format of `grain`'s partition labels; time grains only."""
-    found = KEY_FORMATS.get(grain)
+    found = next((g for g in Grain if g.value == grain and g.is_time), None)
     if found is None:
+        times = ", ".join(g.value for g in Grain if g.is_time)
         raise ValueError(
-            f"only the time grains ({', '.join(KEY_FORMATS)}) map to a partitioned timetable, "
-            f"not {grain!r}"
+            f"only the time grains ({times}) map to a partitioned timetable, not {grain!r}"
         )
-    return found
+    return label_format(found)

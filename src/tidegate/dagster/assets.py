@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 
 from tidegate.dagster.partitioning import Kind, Partitioning, partitioning
-from tidegate.dagster.requests import request, retryable
+from tidegate.dagster.requests import request
 from tidegate.dagster.results import check_outcomes, metadata, published_partitions
 from tidegate.domain.model import ModelSpec
 from tidegate.orchestration import invoke, run_document
@@ -139,7 +139,7 @@ def _asset(
             raise dg.Failure(
                 description=outcome.reason,
                 metadata={"tidegate/exit_code": outcome.exit_code, "tidegate/run": run_id or ""},
-                allow_retries=retryable(outcome.exit_code),
+                allow_retries=outcome.retryable,
             )
 
     return dg.multi_asset(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tidegate.domain.model import ModelSpec
-from tidegate.domain.partitions import Grain
+from tidegate.domain.partitions import Grain, label_format
 
 
 class Kind(str, Enum):
@@ -32,12 +32,7 @@ class Kind(str, Enum):
     NONE = "none"  # unpartitioned
 
 
-# tidegate's partition labels (tidegate.domain.partitions), as strftime formats
-_TIME = {
-    Grain.HOUR: (Kind.HOURLY, "%Y-%m-%dT%H"),
-    Grain.DAY: (Kind.DAILY, "%Y-%m-%d"),
-    Grain.MONTH: (Kind.MONTHLY, "%Y-%m"),
-}
+_TIME = {Grain.HOUR: Kind.HOURLY, Grain.DAY: Kind.DAILY, Grain.MONTH: Kind.MONTHLY}
 
 
 @dataclass(frozen=True)
@@ -58,8 +53,7 @@ class Partitioning:
 def partitioning(spec: ModelSpec) -> Partitioning:
     """The Dagster partitioning of a model."""
     if spec.grain in _TIME and spec.start is not None:
-        kind, fmt = _TIME[spec.grain]
-        return Partitioning(kind, start=spec.start, fmt=fmt)
+        return Partitioning(_TIME[spec.grain], start=spec.start, fmt=label_format(spec.grain))
     if spec.grain is Grain.KEY:
         return Partitioning(Kind.STATIC, keys=spec.keys)
     return Partitioning(Kind.NONE)

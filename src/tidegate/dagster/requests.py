@@ -1,5 +1,5 @@
 """What a Dagster run of one asset asks of tidegate (no Dagster import): the one command for the
-partitions it targets, and which exit codes Dagster may retry.
+partitions it targets.
 
 A run's partition key range, one key or many, is one `tidegate backfill MODEL --partitions
 FIRST..LAST`: a materialization recomputes those partitions with the active version, which is
@@ -16,17 +16,7 @@ from pathlib import Path
 
 from tidegate.domain.model import ModelSpec
 from tidegate.domain.partitions import WHOLE_LABEL, Grain
-from tidegate.orchestration import BUSY, FAILED, Invocation
-
-# worth another try by Dagster's retry policy: a failure (a broken source, a lost connection)
-# and a busy model (another writer holds it). Not: a usage error or a refusal (the same call
-# is refused again) nor a stop (someone asked the run to stop; `tidegate backfill resume`
-# continues it, on purpose).
-RETRYABLE = frozenset({FAILED, BUSY})
-
-
-def retryable(exit_code: int) -> bool:
-    return exit_code in RETRYABLE
+from tidegate.orchestration import Invocation
 
 
 def span(first: str, last: str) -> str:

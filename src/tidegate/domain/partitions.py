@@ -60,6 +60,12 @@ _LABEL_FORMATS = {
 _LABEL_LENGTHS = {Grain.HOUR: 13, Grain.DAY: 10, Grain.MONTH: 7}
 
 
+def label_format(grain: Grain) -> str:
+    """The strftime format of a time grain's partition labels (what an orchestrator's time
+    partitions are keyed by, so that its keys are tidegate's labels)."""
+    return _LABEL_FORMATS[grain][0]
+
+
 def to_utc(ts: int) -> datetime:
     return datetime.fromtimestamp(ts, tz=timezone.utc)
 

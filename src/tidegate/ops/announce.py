@@ -103,6 +103,7 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
     queue = _Queue()
     targets = lineage_targets(settings.notify)
     attempts = ctx.state.attempts_of_run(run_id) if targets else []
+    checks = ctx.state.checks_of_run(run_id) if targets else {}
     for part in done:
         spec = ctx.project.model(part.model)
         windows = ctx.state.run_checkpoints(run_id, part.model)
@@ -115,7 +116,7 @@ def announce(ctx: Context, run_id: str, done: Sequence[Published]) -> list[str]:
                 run_id=run_id,
                 at=at,
                 inputs=lineage_inputs(ctx, spec),
-                outputs=[lineage_output(ctx, spec, part.version, shown, attempts)],
+                outputs=[lineage_output(ctx, spec, part.version, shown, attempts, checks)],
                 error=part.reason if part.failed or part.stopped else None,
                 nominal=nominal_time(spec, windows),
                 parent=parent_from(os.environ),
@@ -158,13 +159,15 @@ def lineage_output(
     version: str,
     shown: Sequence[str],
     attempts: Sequence[Attempt],
+    checks: Mapping[str, Sequence[CheckResult]],
 ) -> DatasetRef:
     """The table a model's part of a run wrote: the partitions, the rows published, the
-    columns and how its checks went."""
+    columns and how its checks went (`checks`: the run's, by attempt)."""
     from tidegate.notify.events import DatasetRef
 
     name = Naming(ctx.project.root, ctx.project.settings.warehouse).model(spec.published_table)
-    published = [a for a in attempts if a.model == spec.name and a.state is AttemptState.PUBLISHED]
+    own = [a for a in attempts if a.model == spec.name]
+    published = [a for a in own if a.state is AttemptState.PUBLISHED]
     return DatasetRef(
         name.namespace,
         name.name,
@@ -173,19 +176,22 @@ def lineage_output(
         partition_column=spec.partition_column,
         rows=sum(a.rows or 0 for a in published) if published else None,
         columns=tuple((c.name, c.type) for c in spec.columns),
-        assertions=assertions(ctx, spec, [a for a in attempts if a.model == spec.name]),
+        assertions=assertions(spec, own, checks),
         symlink=name.symlink,
         storage=name.storage,
     )
 
 
-def assertions(ctx: Context, spec: ModelSpec, attempts: Sequence[Attempt]) -> tuple[Assertion, ...]:
-    """Each check the run's attempts of a model ran: passed in all of them, or not."""
+def assertions(
+    spec: ModelSpec, attempts: Sequence[Attempt], checks: Mapping[str, Sequence[CheckResult]]
+) -> tuple[Assertion, ...]:
+    """Each check a model's attempts ran (`checks`: by attempt): passed in all of them, or
+    not."""
     from tidegate.notify.events import Assertion
 
     found: dict[str, list[CheckResult]] = {}
     for attempt in attempts:
-        for result in ctx.state.checks(attempt.attempt_id):
+        for result in checks.get(attempt.attempt_id, ()):
             found.setdefault(result.name, []).append(result)
     declared = {check.name: check for check in spec.checks}
     outcomes = []

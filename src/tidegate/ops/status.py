@@ -321,6 +321,7 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
     attempts = []
     specs: dict[str, ModelSpec] = {}
     tainted = {t.mark.attempt_id: t.reason for m in found.models for t in ctx.state.open_taints(m)}
+    checks = ctx.state.checks_of_run(run_id)
     for attempt in ctx.state.attempts_of_run(run_id):
         if attempt.model not in specs:
             writer = ctx.state.get_version(attempt.version_id)
@@ -341,7 +342,7 @@ def show_run(ctx: Context, run_id: str) -> dict[str, Any]:
                 "started_at": attempt.started_at,
                 "ended_at": attempt.ended_at,
                 "failed_checks": [
-                    c.name for c in ctx.state.checks(attempt.attempt_id) if not c.passed
+                    c.name for c in checks.get(attempt.attempt_id, ()) if not c.passed
                 ],
                 "reconciliations": _reconciliation_docs(ctx, attempt.attempt_id),
                 "taint": tainted.get(attempt.attempt_id),

@@ -291,6 +291,9 @@ class StateStore(Protocol):
 
     def checks(self, attempt_id: str) -> list[CheckResult]: ...
 
+    def checks_of_run(self, run_id: str) -> dict[str, list[CheckResult]]:
+        """The check results of every attempt of a run, by attempt id, in one read."""
+
     def inputs(self, attempt_id: str) -> list[Input]: ...
 
     # cursor marks

@@ -214,6 +214,17 @@ class AttemptTables(TaintTables):
         )
         return [check_from_row(r) for r in rows]
 
+    def checks_of_run(self, run_id: str) -> dict[str, list[CheckResult]]:
+        rows = self._all(
+            "SELECT c.* FROM check_results c JOIN attempts a ON a.attempt_id = c.attempt_id "
+            "WHERE a.run_id = ? ORDER BY c.rowid",
+            (run_id,),
+        )
+        found: dict[str, list[CheckResult]] = {}
+        for row in rows:
+            found.setdefault(row["attempt_id"], []).append(check_from_row(row))
+        return found
+
     def inputs(self, attempt_id: str) -> list[Input]:
         rows = self._all(
             "SELECT * FROM attempt_inputs WHERE attempt_id = ? ORDER BY upstream", (attempt_id,)
