@@ -11,13 +11,13 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.faults.ledger import wait_until
 from tests.kit import REPO
 from tidegate.execution.tool_venv import tool_executable
 
@@ -158,13 +158,18 @@ class Output:
         return "".join(self.lines)
 
     def wait_for(self, what: str, condition: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            assert self.process.poll() is None or condition(), (
+        def probe() -> bool | None:
+            if condition():
+                return True
+            assert self.process.poll() is None, (
                 f"airflow exited {self.process.returncode} before {what}:\n{self.text[-6000:]}"
             )
-            assert time.monotonic() < deadline, f"no {what} in {timeout}s:\n{self.text[-6000:]}"
-            time.sleep(0.2)
+            return None
+
+        try:
+            wait_until(what, probe, timeout)
+        except AssertionError as error:
+            raise AssertionError(f"{error}:\n{self.text[-6000:]}") from None
 
     def finish(self, timeout: float) -> int:
         code = self.process.wait(timeout=timeout)
