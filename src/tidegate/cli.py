@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -126,7 +127,44 @@ def _installed(distribution: str) -> str:
         return "not installed"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# the commands kept in modules of their own, by name: a module is imported when one of its
+# commands is called (or help lists them), so a command does not pay for every other's imports
+ELSEWHERE = {
+    **dict.fromkeys(("validate", "deploy", "rollback", "pause", "unpause"), "cli_lifecycle"),
+    "backfill": "cli_backfill",
+    "rerun": "cli_rerun",
+    "restore": "cli_restore",
+    "worker": "cli_worker",
+    "maintain": "cli_maintain",
+    **dict.fromkeys(("taint", "recover", "ack"), "cli_recover"),
+    "deliver": "cli_notify",
+    "diff": "cli_diff",
+    "verify": "cli_verify",
+    **dict.fromkeys(("report", "ui"), "cli_report"),
+}
+
+
+class Commands(click.Group):
+    """tidegate's group: the commands of ELSEWHERE imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *ELSEWHERE})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in ELSEWHERE and cmd_name not in self.commands:
+            module = importlib.import_module(f"tidegate.{ELSEWHERE[cmd_name]}")
+            self.add_command(getattr(module, cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def subcommands(group: click.Group) -> dict[str, click.Command]:
+    """Every subcommand of `group` by name, hidden ones and those imported on demand too."""
+    context = click.Context(group)
+    found = {name: group.get_command(context, name) for name in group.list_commands(context)}
+    return {name: command for name, command in found.items() if command is not None}
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--version",
     is_flag=True,
@@ -380,35 +418,6 @@ def fail(message: str, code: int, as_json: bool) -> None:
         click.echo(json.dumps({"schema": "tidegate.error/v1", "error": message, "exit_code": code}))
     echo(f"error: {message}", err=True)
     sys.exit(code)
-
-
-def _register() -> None:
-    from tidegate.cli_backfill import backfill
-    from tidegate.cli_lifecycle import deploy, pause, rollback, unpause, validate
-    from tidegate.cli_maintain import maintain
-    from tidegate.cli_notify import deliver
-    from tidegate.cli_recover import ack, recover, taint
-    from tidegate.cli_rerun import rerun
-    from tidegate.cli_restore import restore
-    from tidegate.cli_worker import worker
-
-    for command in (validate, deploy, rollback, pause, unpause, backfill, rerun, restore, worker):
-        cli.add_command(command)
-    cli.add_command(maintain)
-    for command in (taint, recover, ack, deliver):
-        cli.add_command(command)
-    from tidegate.cli_diff import diff
-    from tidegate.cli_report import report, ui
-
-    cli.add_command(diff)
-    from tidegate.cli_verify import verify
-
-    cli.add_command(verify)
-    cli.add_command(report)
-    cli.add_command(ui)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

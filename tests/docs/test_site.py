@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import pytest
 
-from tidegate.cli import cli
+from tidegate.cli import cli, subcommands
 from tidegate.domain import errors
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def text_of(page: Path) -> str:
 
 def commands(group: click.Group, prefix: str) -> list[str]:
     found = []
-    for name, command in group.commands.items():
+    for name, command in subcommands(group).items():
         if command.hidden:
             continue
         found.append(f"{prefix} {name}")

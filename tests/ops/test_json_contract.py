@@ -34,6 +34,7 @@ from tests.kit import (
 from tests.kit import tidegate as run_cli
 from tests.ops.test_json_schemas import documents, nested, schema_files, schema_name, validator
 from tidegate.cli import cli as root_command
+from tidegate.cli import subcommands
 from tidegate.crash import ENVIRONMENT_VARIABLE
 
 PAUSED_AFTER_FIRST_BATCH = {
@@ -89,7 +90,7 @@ EXPECTED: dict[str, list[tuple[int, str]]] = {
 def leaf_commands(group: click.Group = root_command, prefix: str = "") -> list[str]:
     """Every command a user runs, as typed: `show run`, `backfill` (its hidden `start`)."""
     found = []
-    for name, command in group.commands.items():
+    for name, command in subcommands(group).items():
         path = f"{prefix}{name}"
         if isinstance(command, click.Group):
             found += leaf_commands(command, f"{path} ")

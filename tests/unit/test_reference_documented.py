@@ -18,7 +18,7 @@ import click
 import pytest
 from pydantic import BaseModel
 
-from tidegate.cli import cli
+from tidegate.cli import cli, subcommands
 from tidegate.project import model_file, toml_errors
 from tidegate.project.config import ProjectFile
 
@@ -86,7 +86,7 @@ def _params(command: click.Command, path: str) -> Iterator[tuple[str, click.Para
     for param in command.params:
         yield path, param
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():  # hidden ones too (`backfill MODEL`)
+        for name, sub in subcommands(command).items():  # hidden ones too (`backfill MODEL`)
             yield from _params(sub, f"{path} {name}")
 
 

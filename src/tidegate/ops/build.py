@@ -25,8 +25,9 @@ from tidegate.domain.model import (
     classify_change,
 )
 from tidegate.ops.context import Context
+from tidegate.project.cache import MODELS_DIR
 from tidegate.project.config import PROJECT_FILE
-from tidegate.project.loader import MODELS_DIR, Project
+from tidegate.project.loader import Project
 from tidegate.project.text_files import read_python, read_text
 from tidegate.sql.lineage import column_definitions, columns_read
 from tidegate.sql.model_sql import SqlProblem, normalized, parse_query, render

@@ -8,13 +8,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.clock import Clock, SystemClock, stamp
 from tidegate.ops.ledger_guard import refuse_lost_ledger
-from tidegate.project.loader import Project, load_project
-from tidegate.state.base import StateStore
+from tidegate.project.view import ProjectView
 from tidegate.state.factory import open_state
+
+if TYPE_CHECKING:
+    from tidegate.project.loader import Project
+    from tidegate.state.base import StateStore
 
 
 def current_user() -> str:
@@ -33,21 +37,37 @@ class Context:
     # `verify --rebuild-ledger` opens the empty ledger a lost one is refused for, to fill it
     rebuilding: bool = False
     _project: Project | None = None
+    _view: ProjectView | None = None
     _state: StateStore | None = None
 
     @property
     def project(self) -> Project:
+        """The project, every file loaded and checked (what writers need)."""
         if self._project is None:
+            from tidegate.project.loader import load_project
+
             self._project = load_project(self.project_dir)
         return self._project
 
     @property
+    def view(self) -> ProjectView:
+        """What the ledger's readers need of the project: from the project cache while the
+        project's files are unchanged, else from loading it."""
+        if self._view is None:
+            from tidegate.project.cache import read_view
+
+            found = None if self._project is not None else read_view(self.project_dir)
+            self._view = found or self.project.view()
+        return self._view
+
+    @property
     def state(self) -> StateStore:
         if self._state is None:
-            state = open_state(self.project.root, self.project.settings.state)
+            view = self.view
+            state = open_state(view.root, view.state)
             try:
                 if not self.rebuilding:
-                    refuse_lost_ledger(self.project, state)
+                    refuse_lost_ledger(view, state, lambda: self.project)
             except BaseException:
                 state.close()
                 raise

@@ -33,12 +33,12 @@ from tidegate.domain.cursor import (
 from tidegate.domain.errors import EngineError, RefusedError, UsageError
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import Grain, PartitionRange
-from tidegate.engines.base import Engine
-from tidegate.ops.context import Context
-from tidegate.state.base import StateStore
 
 if TYPE_CHECKING:
+    from tidegate.engines.base import Engine
     from tidegate.execution.executor import Outcome
+    from tidegate.ops.context import Context
+    from tidegate.state.base import StateStore
 
 # how long a run waits for the transactions open at its own snapshot to end before it settles
 # for an earlier run's candidate: the usual ones take milliseconds

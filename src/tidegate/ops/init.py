@@ -9,8 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from tidegate.domain.errors import UsageError
+from tidegate.project.cache import MODELS_DIR
 from tidegate.project.config import PROJECT_FILE
-from tidegate.project.loader import MODELS_DIR
 
 EXAMPLES = ("orders",)
 WAREHOUSE = "warehouse.duckdb"

@@ -9,15 +9,20 @@ project in use never open the warehouse.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from tidegate.domain.errors import BusyError, UsageError
-from tidegate.engines.factory import open_markers
-from tidegate.project.loader import Project
-from tidegate.state.base import StateStore
+from tidegate.project.view import ProjectView
+
+if TYPE_CHECKING:
+    from tidegate.project.loader import Project
+    from tidegate.state.base import StateStore
 
 
-def never_used(project: Project, state: StateStore) -> bool:
+def never_used(view: ProjectView, state: StateStore) -> bool:
     """Whether the ledger has recorded nothing: no run and no version of any model."""
-    return not state.runs(limit=1) and not any(state.versions(m) for m in project.order)
+    return not state.runs(limit=1) and not any(state.versions(m) for m in view.order)
 
 
 def warehouse_markers(project: Project) -> int | None:
@@ -26,6 +31,8 @@ def warehouse_markers(project: Project) -> int | None:
     writes is not lost; a warehouse out of reach (a server down, its driver not installed on a
     machine that only reads the ledger) is not a reason to refuse the ledger's own commands —
     a writer cannot run without it anyway."""
+    from tidegate.engines.factory import open_markers
+
     try:
         reader = open_markers(project)
     except (BusyError, UsageError, ImportError):
@@ -46,11 +53,15 @@ def lost_ledger_message(project: Project, markers: int) -> str:
     )
 
 
-def refuse_lost_ledger(project: Project, state: StateStore) -> None:
+def refuse_lost_ledger(
+    view: ProjectView, state: StateStore, project: Callable[[], Project]
+) -> None:
     """Raise UsageError (exit 2) when the ledger has recorded nothing but the warehouse holds
-    markers of the project's models. Reads the warehouse only when the ledger is empty."""
-    if not never_used(project, state):
+    markers of the project's models. Loads the project and reads the warehouse only when the
+    ledger is empty."""
+    if not never_used(view, state):
         return
-    markers = warehouse_markers(project)
+    loaded = project()
+    markers = warehouse_markers(loaded)
     if markers:
-        raise UsageError(lost_ledger_message(project, markers))
+        raise UsageError(lost_ledger_message(loaded, markers))

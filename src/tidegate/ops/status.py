@@ -35,7 +35,7 @@ from tidegate.state.base import Event, ModelState
 
 def _spec(ctx: Context, model: str) -> tuple[ModelSpec, Version | None]:
     active = ctx.state.active_version(model)
-    return (active.spec if active else ctx.project.model(model)), active
+    return (active.spec if active else ctx.view.model(model)), active
 
 
 def _version_doc(version: Version | None) -> dict[str, Any] | None:
@@ -104,7 +104,7 @@ def marked_state(kinds: set[MarkKind]) -> str | None:
 
 
 def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
-    names = [model] if model else list(ctx.project.order)
+    names = [model] if model else list(ctx.view.order)
     models = []
     marked = ctx.state.tainted_counts()
     for name in names:
@@ -152,7 +152,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
         models.append(entry)
     return {
         "schema": "tidegate.status/v1",
-        "project": ctx.project.settings.project.name,
+        "project": ctx.view.name,
         "models": models,
     }
 
@@ -227,7 +227,7 @@ def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
                 for i in ctx.state.inputs(row.attempt_id)
             ],
         }
-        if ctx.project.settings.warehouse.tables == "iceberg":
+        if ctx.view.tables == "iceberg":
             published["iceberg"] = _snapshot(ctx, model, row.attempt_id)
     last = ctx.state.get_attempt(row.last_attempt_id)
     marks = [
@@ -379,7 +379,7 @@ def _cursor_marks(ctx: Context, run_id: str) -> list[dict[str, object]]:
     """How far the run took each cursor model, and why."""
     found = []
     for mark in ctx.state.run_cursor_marks(run_id):
-        cursor = ctx.project.models[mark.model].cursor if mark.model in ctx.project.models else None
+        cursor = ctx.view.models[mark.model].cursor if mark.model in ctx.view.models else None
         same = cursor is not None and cursor.identity == (mark.table, mark.column)
         found.append(mark_doc(mark, cursor if same else None))
     return found
@@ -415,7 +415,7 @@ def _reconciliation_docs(ctx: Context, attempt_id: str) -> list[dict[str, Any]]:
 
 
 def history(ctx: Context, model: str) -> dict[str, Any]:
-    ctx.project.model(model)
+    ctx.view.model(model)
     events = [
         {
             "kind": e.kind,

@@ -11,8 +11,16 @@ from tidegate.domain.errors import ModelError
 Digests = tuple[tuple[str, str], ...]
 
 
+CHUNK = 1 << 20
+
+
 def digest(file: Path) -> str:
-    return hashlib.sha256(file.read_bytes()).hexdigest()
+    """sha256 of a file's bytes, read in chunks (a model file may be large)."""
+    found = hashlib.sha256()
+    with file.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            found.update(chunk)
+    return found.hexdigest()
 
 
 def require_unchanged(built: Digests, current: Digests) -> None:

@@ -29,7 +29,8 @@ from tidegate.domain.model import (
 )
 from tidegate.domain.partitions import WHOLE_LABEL, Grain, parse_partition
 from tidegate.domain.secrets import Secrets
-from tidegate.project import toml_errors
+from tidegate.project import cache, toml_errors
+from tidegate.project.cache import MODEL_SUFFIXES, MODELS_DIR
 from tidegate.project.config import (
     IDENTIFIER,
     PROJECT_FILE,
@@ -43,6 +44,7 @@ from tidegate.project.python_model import read_python_model
 from tidegate.project.text_files import check_model_size, read_text
 from tidegate.project.toml_model import read_toml_model
 from tidegate.project.update_model import update_spec
+from tidegate.project.view import LedgerPlace, ProjectView, model_named
 from tidegate.sql.model_sql import (
     BOUND_PARAMETERS,
     SqlProblem,
@@ -69,8 +71,6 @@ if TYPE_CHECKING:
     from tidegate.dbt.models import DbtProject
     from tidegate.engines.base import Engine
 
-MODELS_DIR = "models"
-MODEL_SUFFIXES = (".sql", ".py", ".toml")
 # Words a model may not be called: they are subcommands, or would read as one.
 RESERVED_NAMES = frozenset({"resume", "stop", "list", "all", "status", "show", "run"})
 
@@ -98,13 +98,24 @@ class Project:
         return Secrets(self.settings.secret_variables(), os.environ if environ is None else environ)
 
     def model(self, name: str) -> ModelSpec:
-        if name not in self.models:
-            known = ", ".join(sorted(self.models)) or "none"
-            raise UsageError(f"unknown model {name!r} (models: {known})")
-        return self.models[name]
+        return model_named(self.models, name)
+
+    def view(self) -> ProjectView:
+        state = self.settings.state
+        return ProjectView(
+            root=self.root,
+            name=self.settings.project.name,
+            tables=self.settings.warehouse.tables,
+            state=LedgerPlace(state.path, state.url, state.db_schema, state.password_env),
+            order=self.order,
+            models=self.models,
+        )
 
 
 def load_project(root: Path) -> Project:
+    """The project at `root`, every file checked; what it made is kept in the project cache,
+    and SQL models whose files the cache knows unchanged are taken from it."""
+    before = cache.inputs_of(root)
     settings = read_project_file(root)
     sources = sources_of(settings, root)
     dbt = _dbt_project(root, settings, sources)
@@ -113,8 +124,9 @@ def load_project(root: Path) -> Project:
         sources = {**sources, **dbt.sources}
     files = model_files_of(root)
     names = {f.stem for f in files} | set(dbt_models)
+    known = cache.reusable_specs(root, before, names)
     models: dict[str, ModelSpec] = {}
-    model_files: dict[str, ModelFile] = {}
+    model_files = _ModelFiles(root, files)
     for file in files:
         check_model_size(file, _relative(root, file), settings.limits.model_file_bytes)
         if file.stem in dbt_models:
@@ -124,6 +136,9 @@ def load_project(root: Path) -> Project:
                 f"({dbt_models[file.stem].path}); rename one of them",
                 1,
             )
+        if file.stem in known:
+            models[file.stem] = known[file.stem]
+            continue
         model_file, program = _read(root, file)
         spec = _build_spec(model_file, file.stem, sources, names, program)
         models[spec.name], model_files[spec.name] = spec, model_file
@@ -143,7 +158,7 @@ def load_project(root: Path) -> Project:
         order = topological_order({name: spec.upstream for name, spec in models.items()})
     except CycleError as error:
         first, second = error.cycle[0], error.cycle[1]
-        if first not in model_files:
+        if first not in model_files.paths:
             raise ConfigError(models[first].path, str(error)) from None
         model_file = model_files[first]
         line = (
@@ -152,7 +167,23 @@ def load_project(root: Path) -> Project:
             else _table_line(model_file, second, parse_query(model_file.sql))
         )
         raise ConfigError(model_file.path, str(error), line) from None
-    return Project(root, settings, sources, models, tuple(order), dbt)
+    project = Project(root, settings, sources, models, tuple(order), dbt)
+    cache.remember(project, before)
+    return project
+
+
+class _ModelFiles(dict[str, ModelFile]):
+    """The model files read while loading, by model name; one whose declaration came from the
+    cache is read when a check needs its lines (to name the line at fault)."""
+
+    def __init__(self, root: Path, files: list[Path]) -> None:
+        super().__init__()
+        self.root = root
+        self.paths = {f.stem: f for f in files}
+
+    def __missing__(self, name: str) -> ModelFile:
+        model_file = self[name] = _read(self.root, self.paths[name])[0]
+        return model_file
 
 
 def _dbt_project(

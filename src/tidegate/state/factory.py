@@ -4,16 +4,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidegate.domain.errors import UsageError
-from tidegate.state.base import StateStore
 
 if TYPE_CHECKING:
-    from tidegate.project.config import StateSection
+    from tidegate.state.base import StateStore
 
 
-def open_state(root: Path, section: StateSection) -> StateStore:
+class LedgerSection(Protocol):
+    """Where the ledger is: the project file's `[state]` section, or the project cache's copy
+    of it."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def url(self) -> str | None: ...
+    @property
+    def db_schema(self) -> str: ...
+    @property
+    def password_env(self) -> str | None: ...
+
+
+def open_state(root: Path, section: LedgerSection) -> StateStore:
     if section.url is None:
         from tidegate.state.sqlite import SQLiteStateStore
 
