@@ -10,7 +10,7 @@ import pytest
 
 from tests.kit import result_document
 from tests.programs.kit import PYTHON_MODEL, add_python_model
-from tidegate.project import cache, loader
+from tidegate.project import cache, declarations
 from tidegate.project.cache import CACHE_FILE, read_view
 from tidegate.project.loader import load_project
 
@@ -22,13 +22,13 @@ def status(project: Path) -> dict[str, dict[str, object]]:
 def parsed_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The model files loading reads from here on, by name."""
     read: list[str] = []
-    original = loader._read
+    original = declarations.read_model
 
     def counting(root: Path, file: Path) -> object:
         read.append(file.name)
         return original(root, file)
 
-    monkeypatch.setattr(loader, "_read", counting)
+    monkeypatch.setattr(declarations, "read_model", counting)
     return read
 
 

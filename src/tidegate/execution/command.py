@@ -37,8 +37,7 @@ from tidegate.domain.partitions import to_utc
 from tidegate.domain.secrets import Redactor, Secrets
 from tidegate.engines.base import Engine
 from tidegate.execution.unit import ReadFrom, Unit
-from tidegate.project.code_files import require_unchanged
-from tidegate.project.command_model import PLACEHOLDER, referenced_files
+from tidegate.project.code_files import PLACEHOLDER, referenced_files, require_unchanged
 from tidegate.state.base import StateStore
 
 STAGING_DIR = Path(".tidegate") / "staging"

@@ -4,11 +4,14 @@ built from."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from tidegate.domain.errors import ModelError
 
 Digests = tuple[tuple[str, str], ...]
+# a command argument's {placeholder}, filled in when the command runs
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 CHUNK = 1 << 20
@@ -31,3 +34,16 @@ def require_unchanged(built: Digests, current: Digests) -> None:
             f"{', '.join(changed)} changed since this version was built; a version runs only "
             "the code it was built from (restore it, or `tidegate build` and deploy anew)"
         )
+
+
+def referenced_files(root: Path, command: list[str] | tuple[str, ...]) -> Digests:
+    """(path, sha256) of the project files the command's arguments name (its script, say)."""
+    base = root.resolve()
+    found: dict[str, str] = {}
+    for argument in command:
+        if PLACEHOLDER.search(argument) or not argument or argument.startswith("-"):
+            continue
+        candidate = (root / argument).resolve()
+        if candidate.is_file() and candidate.is_relative_to(base):
+            found[candidate.relative_to(base).as_posix()] = digest(candidate)
+    return tuple(sorted(found.items()))

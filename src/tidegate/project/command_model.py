@@ -23,11 +23,10 @@ from typing import Any
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import ModelKind, Program
 from tidegate.domain.partitions import Grain
-from tidegate.project.code_files import Digests, digest
+from tidegate.project.code_files import PLACEHOLDER, referenced_files
 from tidegate.project.config import IDENTIFIER
 from tidegate.project.model_file import CommandHeader, JobHeader, ModelFile, validate_header
 
-PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # ${NAME}: the value of an environment variable of tidegate's own environment
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -95,16 +94,3 @@ def _check_placeholders(model: ModelFile, header: CommandHeader) -> None:
                     f"command: {{{name}}} is not a placeholder here (use {hint})",
                     model.header_line("command"),
                 )
-
-
-def referenced_files(root: Path, command: list[str] | tuple[str, ...]) -> Digests:
-    """(path, sha256) of the project files the command's arguments name (its script, say)."""
-    base = root.resolve()
-    found: dict[str, str] = {}
-    for argument in command:
-        if PLACEHOLDER.search(argument) or not argument or argument.startswith("-"):
-            continue
-        candidate = (root / argument).resolve()
-        if candidate.is_file() and candidate.is_relative_to(base):
-            found[candidate.relative_to(base).as_posix()] = digest(candidate)
-    return tuple(sorted(found.items()))

@@ -75,3 +75,7 @@ def _not_text(
         f"{error.start - line_start + 1}",
         data.count(b"\n", 0, error.start) + 1,
     )
+
+
+def relative_path(root: Path, file: Path) -> str:
+    return file.relative_to(root).as_posix()
