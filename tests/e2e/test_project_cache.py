@@ -105,6 +105,7 @@ def test_a_foreign_or_broken_cache_is_ignored_and_written_anew(
         "not json",
         json.dumps([1, 2]),
         json.dumps({**good, "format": cache.FORMAT + 1}),
+        json.dumps({**good, "release": "made by other code"}),
         json.dumps({**good, "models": {"daily_revenue": {"spec": "{}"}}}),
     ):
         kept.write_text(broken)

@@ -17,6 +17,7 @@ anew; one that cannot be written (a read-only folder) is not written.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -204,10 +205,24 @@ def _write(root: Path, text: str) -> None:
             os.unlink(temporary)
 
 
+@functools.cache
 def _release() -> str:
+    """tidegate's release and a signature of its own source files (path, size, modification
+    time): a cache made by other code than this — an upgrade, a change of a checkout — is not
+    reused."""
     from tidegate import __version__
 
-    return __version__
+    found = []
+    pending = [os.path.dirname(os.path.dirname(__file__))]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) and entry.name != "__pycache__":
+                    pending.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    found.append((entry.path, stat.st_size, stat.st_mtime_ns))
+    return _digest([__version__, sorted(found)])
 
 
 def _digest(parts: Any) -> str:
