@@ -29,7 +29,7 @@ pytestmark = [
 ]
 
 ROWS_PER_DAY = 4
-DAYS = "2025-01-01..2025-01-12"
+DAYS = "2025-01-01..2025-01-10"
 COLUMNS = EXAMPLE_COLUMNS["daily_revenue"]
 ARMED = ("after_stage", "before_publish", "after_publish", "after_ledger")
 
@@ -92,13 +92,14 @@ def test_spark_workers_killed_and_replaced_finish_like_a_clean_run(tmp_path: Pat
                     kills += 1
                 else:
                     assert process.popen.returncode == 0, process.stderr()
-                start_worker(armed=started < 4)
+                # three armed workers in all: two kills at least, one JVM start less per kill
+                start_worker(armed=started < 3)
         assert boss.wait() == 0, (boss.stdout()[-2000:], boss.stderr()[-2000:])
         for process in alive:
             assert process.wait(240) == 0, process.stderr()
         assert kills >= 2, f"only {kills} workers were killed (seed {seed})"
         assert run_row(dsn, run_id)[1] == "succeeded"
         markers = catalog_markers(project, run_id)
-        assert len(markers) == 12 and set(markers.values()) == {1}, seed
+        assert len(markers) == 10 and set(markers.values()) == {1}, seed
         spark_rows: list[Any] = published_rows(project / LOCATION, "daily_revenue", COLUMNS)
         assert spark_rows == clean_daily_revenue(tmp_path, DAYS), seed
