@@ -4,6 +4,7 @@ while one of them (or the code a program runs) changed."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from tests.kit import result_document
 from tests.programs.kit import PYTHON_MODEL, add_python_model
 from tidegate.project import cache, declarations
-from tidegate.project.cache import CACHE_FILE, read_view
+from tidegate.project.cache import INDEX_FILE, inputs_of, read_view
 from tidegate.project.loader import load_project
 
 
@@ -98,7 +99,7 @@ def test_a_change_of_the_code_a_program_runs_is_seen(undeployed_project: Path) -
 def test_a_foreign_or_broken_cache_is_ignored_and_written_anew(
     undeployed_project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kept = undeployed_project / CACHE_FILE
+    kept = undeployed_project / INDEX_FILE
     load_project(undeployed_project)
     good = json.loads(kept.read_text())
     for broken in (
@@ -115,13 +116,57 @@ def test_a_foreign_or_broken_cache_is_ignored_and_written_anew(
             "monthly_revenue",
             "revenue_report",
         }
-        assert json.loads(kept.read_text()) == good
+        assert fields(json.loads(kept.read_text())) == fields(good)
+
+
+def fields(index: dict[str, object]) -> dict[str, object]:
+    """A cache's index without the moments its digests were taken."""
+    return {key: value for key, value in index.items() if key != "files"}
+
+
+def test_a_file_rewritten_at_once_with_as_many_bytes_is_read_again(
+    undeployed_project: Path,
+) -> None:
+    model = undeployed_project / "models" / "monthly_revenue.sql"
+    first = inputs_of(undeployed_project)
+    assert first is not None
+    # the same size, and quite possibly the same modification time (the clock's resolution)
+    model.write_text(model.read_text().replace('start = "2025-01"', 'start = "2025-02"'))
+    again = inputs_of(undeployed_project, {"files": first.stats})
+    assert again is not None
+    assert again.files["models/monthly_revenue.sql"] != first.files["models/monthly_revenue.sql"]
+    assert again.files["models/daily_revenue.sql"] == first.files["models/daily_revenue.sql"]
+
+
+def test_files_unchanged_since_well_before_their_digests_are_not_read_again(
+    undeployed_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = time.time_ns()
+    # the digests taken long after the files last changed
+    monkeypatch.setattr(cache.time, "time_ns", lambda: now + 10 * cache.RACY_NS)
+    first = inputs_of(undeployed_project)
+    assert first is not None
+    read: list[str] = []
+    digest = cache.file_digest
+
+    def reading(path: Path) -> str:
+        read.append(path.name)
+        return digest(path)
+
+    monkeypatch.setattr(cache, "file_digest", reading)
+    again = inputs_of(undeployed_project, {"files": first.stats})
+    assert again is not None and again.files == first.files and read == []
+    model = undeployed_project / "models" / "daily_revenue.sql"
+    model.write_text(model.read_text() + "\n")
+    changed = inputs_of(undeployed_project, {"files": first.stats})
+    assert read == ["daily_revenue.sql"]
+    assert changed is not None and changed.digest != first.digest
 
 
 def test_a_project_that_cannot_keep_its_cache_still_answers(undeployed_project: Path) -> None:
     # a file where the cache's folder would be: nothing can be written there
-    (undeployed_project / CACHE_FILE.parent).mkdir(parents=True, exist_ok=True)
-    (undeployed_project / CACHE_FILE.parent).rmdir()
-    (undeployed_project / CACHE_FILE.parent).write_text("not a folder")
+    (undeployed_project / INDEX_FILE.parent).parent.mkdir(parents=True, exist_ok=True)
+    (undeployed_project / INDEX_FILE.parent).write_text("not a folder")
     assert "daily_revenue" in status(undeployed_project)
     assert read_view(undeployed_project) is None
+    assert (undeployed_project / INDEX_FILE.parent).read_text() == "not a folder"

@@ -70,7 +70,8 @@ class Project:
 def load_project(root: Path) -> Project:
     """The project at `root`, every file checked; what it made is kept in the project cache,
     and SQL models whose files the cache knows unchanged are taken from it."""
-    before = cache.inputs_of(root)
+    stored = cache.stored_cache(root)
+    before = cache.inputs_of(root, stored)
     settings = read_project_file(root)
     sources = sources_of(settings, root)
     dbt = _dbt_project(root, settings, sources)
@@ -79,7 +80,7 @@ def load_project(root: Path) -> Project:
         sources = {**sources, **dbt.sources}
     files = model_files_of(root)
     names = {f.stem for f in files} | set(dbt_models)
-    known = cache.reusable_specs(root, before, names)
+    known = cache.reusable_specs(root, stored, before, names)
     models: dict[str, ModelSpec] = {}
     model_files = _ModelFiles(root, files)
     for file in files:
