@@ -47,8 +47,11 @@ class Table(RichTable):
 
 
 # Wide enough for ids and checksums when output goes to a file or a pipe.
-# markup off: names, reasons and messages come from users, and "[x]" in them is text
-console = TerminalConsole(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
+# markup and emoji codes off: names, reasons and messages come from users, and "[x]" or
+# ":warning:" in them is text
+console = TerminalConsole(
+    highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 160
+)
 
 
 def built_doc(built: Built) -> dict[str, Any]:

@@ -100,3 +100,11 @@ def test_the_console_escapes_text_and_table_cells_but_keeps_its_own_styles() -> 
     # the table's header is still bold: the console's own escapes are not text from a user
     assert "\x1b[1m" in written
     assert "\x1b]" not in written and "\x07" not in written and "\u202e" not in written
+
+
+def test_text_that_names_an_emoji_is_printed_as_it_is() -> None:
+    from tidegate.render import console
+
+    with console.capture() as captured:
+        console.print("reason: see :warning: in the :smile: column")
+    assert captured.get() == "reason: see :warning: in the :smile: column\n"
