@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidegate.domain import schedule
 from tidegate.domain.attempt import RunStatus
 from tidegate.domain.clock import Clock, SystemClock, stamp
 from tidegate.ops.ledger_guard import refuse_lost_ledger
+from tidegate.project import cache
 from tidegate.project.view import ProjectView
 from tidegate.state.factory import open_state
 
@@ -39,6 +41,8 @@ class Context:
     _project: Project | None = None
     _view: ProjectView | None = None
     _state: StateStore | None = None
+    # the schedules' windows of fires when the command started (kept at its end if it found more)
+    _fires: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def project(self) -> Project:
@@ -90,7 +94,15 @@ class Context:
             self.state.finish_run(run_id, RunStatus.FAILED, reason, stamp(self.clock))
             raise
 
+    def __post_init__(self) -> None:
+        schedule.learn(cache.fire_windows(self.project_dir))
+        self._fires = schedule.windows()
+
     def close(self) -> None:
         if self._state is not None:
             self._state.close()
             self._state = None
+        found = schedule.windows()
+        if found != self._fires:
+            cache.keep_fire_windows(self.project_dir, found)
+            self._fires = found

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 CACHE_DIR = Path(".tidegate") / "cache"
 INDEX_FILE = CACHE_DIR / "project.json"
 SPECS_DIR = CACHE_DIR / "models"
+FIRES_FILE = CACHE_DIR / "fires.json"
 PROJECT_FILE = "tidegate.toml"
 MODELS_DIR = "models"
 MODEL_SUFFIXES = (".sql", ".py", ".toml")
@@ -237,6 +238,21 @@ def remember(project: Project, before: Inputs | None) -> None:
     except OSError:
         return
     _write(root / INDEX_FILE, json.dumps(index, sort_keys=True))
+
+
+def fire_windows(root: Path) -> dict[str, Any]:
+    """The windows of consecutive fires of schedules an earlier command found (see
+    domain/schedule.py)."""
+    try:
+        found = json.loads((root / FIRES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def keep_fire_windows(root: Path, windows: Mapping[str, tuple[int, int]]) -> None:
+    if (root / CACHE_DIR).parent.is_dir():
+        _write(root / FIRES_FILE, json.dumps(windows, sort_keys=True))
 
 
 def _context(inputs: Inputs, names: set[str]) -> str:
