@@ -80,7 +80,8 @@ def load_project(root: Path) -> Project:
         sources = {**sources, **dbt.sources}
     files = model_files_of(root)
     names = {f.stem for f in files} | set(dbt_models)
-    known = cache.reusable_specs(root, stored, before, names)
+    # a dbt project's sources, which SQL models may read, are not among the cache's digests
+    known = cache.reusable_specs(root, stored, before, names) if dbt is None else {}
     models: dict[str, ModelSpec] = {}
     model_files = _ModelFiles(root, files)
     for file in files:
