@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.faults.ledger import wait_until
 from tests.kit import tidegate, warehouse_execute
 from tests.notify.openlineage_kit import events, validate, with_lineage_file
 
@@ -173,7 +174,17 @@ def test_a_backfill_stopped_on_request_is_a_valid_abort_event(project: Path) -> 
         "--project",
         project,
     ).json()
-    asked = tidegate("backfill", "stop", started["run_id"], "--project", project)
+    run_id = started["run_id"]
+
+    def first_published() -> bool | None:
+        shown = tidegate(
+            "show", "partition", "daily_revenue", "2025-01-01", "--json", "--project", project
+        )
+        published = shown.json()["published"] if shown.exit_code == 0 else None
+        return True if published and published["run_id"] == run_id else None
+
+    wait_until("the backfill's first partition is published", first_published, 60)
+    asked = tidegate("backfill", "stop", run_id, "--project", project)
     assert asked.exit_code == 0, asked.stderr
     _, status = os.waitpid(started["pid"], 0)
     assert os.waitstatus_to_exitcode(status) == 5
