@@ -26,7 +26,8 @@ import yaml
 
 from tidegate.domain.errors import ConfigError
 from tidegate.execution.dbt import VENV_VARIABLE, dbt_executable
-from tidegate.project.config import PROJECT_FILE, DbtSection
+from tidegate.project.config import DbtSection
+from tidegate.project.layout import PROJECT_FILE
 
 ARTIFACTS = Path(".tidegate") / "dbt"
 # what dbt writes into a project's folder, and installed packages' own artifacts: not code

@@ -14,7 +14,8 @@ from tidegate.dbt.models import DbtProject, Warehouse, dbt_project
 from tidegate.domain.errors import ConfigError
 from tidegate.domain.model import Source
 from tidegate.engines.base import Engine
-from tidegate.project.config import PROJECT_FILE, ProjectFile
+from tidegate.project.config import ProjectFile
+from tidegate.project.layout import PROJECT_FILE
 
 # the dbt adapter that builds into each warehouse engine tidegate controls dbt projects on
 ADAPTERS = {"duckdb": "duckdb", "postgres": "postgres"}

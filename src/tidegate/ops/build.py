@@ -25,8 +25,7 @@ from tidegate.domain.model import (
     classify_change,
 )
 from tidegate.ops.context import Context
-from tidegate.project.cache import MODELS_DIR
-from tidegate.project.config import PROJECT_FILE
+from tidegate.project.layout import MODELS_DIR, PROJECT_FILE
 from tidegate.project.loader import Project
 from tidegate.project.text_files import read_python, read_text
 from tidegate.sql.lineage import column_definitions, columns_read

@@ -27,8 +27,7 @@ from tidegate.ops import run as run_op
 from tidegate.ops import status as status_op
 from tidegate.ops import validate as validate_op
 from tidegate.ops.context import Context
-from tidegate.project.cache import MODELS_DIR
-from tidegate.project.config import PROJECT_FILE
+from tidegate.project.layout import MODELS_DIR, PROJECT_FILE
 
 STORY_V1 = "examples/orders/story/daily_revenue_v1.sql"
 

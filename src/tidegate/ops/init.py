@@ -9,8 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from tidegate.domain.errors import UsageError
-from tidegate.project.cache import MODELS_DIR
-from tidegate.project.config import PROJECT_FILE
+from tidegate.project.layout import MODELS_DIR, PROJECT_FILE
 
 EXAMPLES = ("orders",)
 WAREHOUSE = "warehouse.duckdb"

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.domain.model import ModelSpec
 from tidegate.project.code_files import digest as file_digest
+from tidegate.project.layout import MODEL_SUFFIXES, MODELS_DIR, PROJECT_FILE
 from tidegate.project.view import LedgerPlace, ProjectView
 
 if TYPE_CHECKING:
@@ -45,9 +46,6 @@ CACHE_DIR = Path(".tidegate") / "cache"
 INDEX_FILE = CACHE_DIR / "project.json"
 SPECS_DIR = CACHE_DIR / "models"
 FIRES_FILE = CACHE_DIR / "fires.json"
-PROJECT_FILE = "tidegate.toml"
-MODELS_DIR = "models"
-MODEL_SUFFIXES = (".sql", ".py", ".toml")
 # what a cache written by another format or release of tidegate holds is not reused
 FORMAT = 2
 # a file changed this soon after its digest was taken may keep its size and times

@@ -12,8 +12,6 @@ from tidegate.domain.errors import ModelError
 Digests = tuple[tuple[str, str], ...]
 # a command argument's {placeholder}, filled in when the command runs
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-
-
 CHUNK = 1 << 20
 
 

@@ -24,9 +24,9 @@ from tidegate.domain.model import Source, SourceFiles
 from tidegate.domain.taint import TaintPolicy
 from tidegate.notify.config import Consumer, NotifyTarget, check_references
 from tidegate.project import toml_errors
+from tidegate.project.layout import PROJECT_FILE
 from tidegate.project.text_files import check_project_file_size, read_text
 
-PROJECT_FILE = "tidegate.toml"
 # libpq reads the password from it when no password_env is named: a secret in any project
 PGPASSWORD = "PGPASSWORD"
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -14,13 +14,8 @@ from tidegate.domain.graph import CycleError, topological_order
 from tidegate.domain.model import ModelSpec, Source
 from tidegate.domain.secrets import Secrets
 from tidegate.project import cache, toml_errors
-from tidegate.project.cache import MODEL_SUFFIXES, MODELS_DIR
-from tidegate.project.config import (
-    PROJECT_FILE,
-    ProjectFile,
-    read_project_file,
-    sources_of,
-)
+from tidegate.project.config import ProjectFile, read_project_file, sources_of
+from tidegate.project.layout import MODEL_SUFFIXES, MODELS_DIR, PROJECT_FILE
 from tidegate.project.text_files import check_model_size, relative_path
 from tidegate.project.view import LedgerPlace, ProjectView, model_named
 
