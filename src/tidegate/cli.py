@@ -141,6 +141,7 @@ ELSEWHERE = {
     "diff": "cli_diff",
     "verify": "cli_verify",
     **dict.fromkeys(("report", "ui"), "cli_report"),
+    "stream": "cli_stream",
 }
 
 

@@ -28,6 +28,7 @@ def _deployed_document(done: Deployed) -> dict[str, Any]:
         "next_through": done.upcoming.through if done.upcoming else None,
         "unpublished": list(done.upcoming.unpublished) if done.upcoming else [],
         "cursor": done.cursor,
+        "stream": done.stream,
     }
 
 
@@ -38,7 +39,9 @@ def _deployed_message(done: Deployed, verb: str) -> str:
     if not done.changed:
         return f"{done.model}: v{v.seq} ({v.version_id}) was already active"
     gap = None
-    if done.upcoming:
+    if done.stream:
+        upcoming = done.stream
+    elif done.upcoming:
         window, gap = tick_text(done.model, done.upcoming)
         upcoming = f"the next run writes {window} with it"
     elif done.cursor:
@@ -72,21 +75,33 @@ def deploy(
 @click.argument("model", cls=Argument, help="The model to roll back.")
 @click.option("--to", "version_ref", default=None, help="vN or a version id (default: previous).")
 @click.option("--reason", default=None, help="Why: kept by history.")
+@click.option(
+    "--approve",
+    is_flag=True,
+    help="A stream: accept withdrawing the output committed since the undone deploy.",
+)
 @common
 def rollback(
-    ctx: Any, as_json: bool, model: str, version_ref: str | None, reason: str | None
+    ctx: Any,
+    as_json: bool,
+    model: str,
+    version_ref: str | None,
+    reason: str | None,
+    approve: bool,
 ) -> None:
     """Make the previous (or an earlier deployed) version of MODEL active again."""
     from tidegate.ops.deploy import rollback as rollback_op
 
-    done = rollback_op(ctx, model, version_ref, reason)
+    done = rollback_op(ctx, model, version_ref, reason, approve)
+    after = (
+        ""
+        if done.stream
+        else f"; partitions written by {done.previous} are stale (backfill --stale-only)"
+    )
     emit(
         as_json,
         {**_deployed_document(done), "schema": "tidegate.rollback/v1"},
-        lambda: echo(
-            _deployed_message(done, "is active again")
-            + f"; partitions written by {done.previous} are stale (backfill --stale-only)"
-        ),
+        lambda: echo(_deployed_message(done, "is active again") + after),
     )
 
 
@@ -101,14 +116,21 @@ def _pause_command(paused: bool) -> click.Command:
         from tidegate.ops import deploy as ops
 
         changed = (ops.pause if paused else ops.unpause)(ctx, model, reason)
+        stream = ops.stream_pause_note(ctx, model, paused) if changed else None
         if paused:
             message = f"{model}: paused" if changed else f"{model}: already paused"
         else:
             message = f"{model}: unpaused" if changed else f"{model}: was not paused"
         emit(
             as_json,
-            {"schema": "tidegate.pause/v1", "model": model, "paused": paused, "changed": changed},
-            lambda: echo(message),
+            {
+                "schema": "tidegate.pause/v1",
+                "model": model,
+                "paused": paused,
+                "changed": changed,
+                "stream": stream,
+            },
+            lambda: echo(message if stream is None else f"{message}; {stream}"),
         )
 
     command.help = (

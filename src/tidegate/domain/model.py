@@ -18,6 +18,7 @@ from tidegate.domain.partitions import (
     parse_range,
 )
 from tidegate.domain.schedule import last_fire
+from tidegate.domain.stream import StreamSpec
 
 
 def _back(grain: Grain, end: int, count: int) -> int:
@@ -172,6 +173,7 @@ class ModelKind(str, Enum):
     PYTHON = "python"  # a decorated function returning Arrow rows or a data frame
     COMMAND = "command"  # an external job writing Parquet files for tidegate to stage
     DBT = "dbt"  # a model of a dbt project, run by tidegate's dbt into Parquet files
+    FLINK = "flink"  # a Flink stream job, released by savepoint (domain/stream.py)
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,8 @@ class ModelSpec:
     # upstream models and sources a partitioned model reads whole, though they have a time
     # column (what an inlined dbt ephemeral model reads): each partition reads all their rows
     whole_reads: tuple[str, ...] = ()
+    # a Flink model's job, checkpoint location, credentials and output
+    stream: StreamSpec | None = None
 
     @property
     def kind(self) -> ModelKind:
@@ -379,6 +383,7 @@ class ModelSpec:
             **({"min_rows": self.min_rows} if self.min_rows is not None else {}),
             **({"dbt": self.dbt.config()} if self.dbt is not None else {}),
             **({"whole_reads": list(self.whole_reads)} if self.whole_reads else {}),
+            **({"stream": self.stream.config()} if self.stream is not None else {}),
         }
 
 

@@ -6,14 +6,14 @@ import json
 import platform
 import shlex
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from tidegate import __version__
 from tidegate.domain.clock import stamp
-from tidegate.domain.errors import ConfigError
+from tidegate.domain.errors import ConfigError, UsageError
 from tidegate.domain.fingerprint import column_fingerprint, fingerprint, read_fingerprint, short
 from tidegate.domain.model import (
     ChangeKind,
@@ -24,7 +24,9 @@ from tidegate.domain.model import (
     Version,
     classify_change,
 )
+from tidegate.flink.places import code_of
 from tidegate.ops.context import Context
+from tidegate.project.flink_model import INSTALL_HINT
 from tidegate.project.layout import MODELS_DIR, PROJECT_FILE
 from tidegate.project.loader import Project
 from tidegate.project.text_files import read_python, read_text
@@ -135,6 +137,9 @@ def _definition(project: Project, spec: ModelSpec, program: Program) -> str:
     command's line."""
     if program.kind is ModelKind.PYTHON:
         return read_python(project.root / spec.path, spec.path)
+    if program.kind is ModelKind.FLINK:
+        assert spec.stream is not None
+        return read_python(project.root / spec.stream.job_file, spec.stream.job_file)
     if program.kind is ModelKind.DBT:
         name = f"{program.entry[1]}.sql"
         path = next(p for p, _ in program.files if p.endswith(name))
@@ -199,13 +204,30 @@ def snapshots(project: Project) -> Iterator[tuple[ModelSpec, str, str, dict[str,
         yield spec, full, rendered, upstream
 
 
+def _refuse_streams_without_flink(specs: Iterable[ModelSpec]) -> None:
+    for spec in specs:
+        if spec.stream is not None and not spec.stream.flink_version:
+            raise UsageError(
+                f"{spec.path}: a Flink model needs PyFlink beside tidegate: {INSTALL_HINT}"
+            )
+
+
 def build(ctx: Context) -> list[Built]:
     project = ctx.project
     # every model is snapshot before the ledger is opened: a refusal records nothing
     snapped = list(snapshots(project))
+    _refuse_streams_without_flink(spec for spec, *_ in snapped)
     state = ctx.state
     dbt = project.settings.dbt
-    commit, dirty = git_state(project.root, (dbt.project,) if dbt is not None else ())
+    # code outside models/ that versions run: a dbt project, the files of Flink jobs
+    code: tuple[str, ...] = (dbt.project,) if dbt is not None else ()
+    code += tuple(
+        path
+        for spec, *_ in snapped
+        if spec.stream is not None and spec.program is not None
+        for path, _ in spec.program.files
+    )
+    commit, dirty = git_state(project.root, code)
     versions = tool_versions()
     results: list[Built] = []
     for spec, full, rendered, upstream in snapped:
@@ -234,6 +256,8 @@ def build(ctx: Context) -> list[Built]:
                     change=change,
                 )
             )
+            if spec.stream is not None:
+                code_of(project.root, version)  # the code it runs, kept as it is now
             state.record_event(
                 Event(
                     kind="build",

@@ -29,6 +29,8 @@ class Deployed:
     upcoming: NextDue | None  # what the next scheduler tick runs with this version
     # a cursor model's: where the next run starts with this version, and why
     cursor: str | None = None
+    # a stream model's: how its supervisor carried the release out (ops/stream_release.py)
+    stream: str | None = None
 
     @property
     def next_partition(self) -> str | None:
@@ -75,6 +77,7 @@ def deploy(
             + " (or --force --reason TEXT)"
         )
     forced = force and (not decision.allowed or bool(problems))
+    known = len(ctx.state.events(model))
     _activate(
         ctx,
         "deploy",
@@ -84,7 +87,15 @@ def deploy(
         {"forced": forced, "gate": decision.reason, "preflight": problems},
     )
     return Deployed(
-        model, version, active, True, forced, decision.reason, _next(ctx, version)[0], cursor
+        model,
+        version,
+        active,
+        True,
+        forced,
+        decision.reason,
+        _next(ctx, version)[0],
+        cursor,
+        _released(ctx, version, known),
     )
 
 
@@ -119,9 +130,13 @@ def _affected_readers(ctx: Context, version: Version) -> dict[str, list[str]]:
     return affected
 
 
-def rollback(ctx: Context, model: str, ref: str | None, reason: str | None) -> Deployed:
+def rollback(
+    ctx: Context, model: str, ref: str | None, reason: str | None, approve: bool = False
+) -> Deployed:
     """Make the previous (or a named, earlier deployed) version active again. Partitions the
-    rolled-back version wrote become stale: `backfill --stale-only` is the way forward."""
+    rolled-back version wrote become stale: `backfill --stale-only` is the way forward. A
+    stream restarts from the savepoint the undone deploy took (see ops/stream_release.py);
+    `approve` accepts withdrawing the output committed since."""
     ctx.project.model(model)
     current = ctx.state.model_state(model)
     active = current.active_version if current else None
@@ -143,8 +158,39 @@ def rollback(ctx: Context, model: str, ref: str | None, reason: str | None) -> D
     if target.version_id == active:
         raise UsageError(f"{model} v{target.seq} is already active")
     _cursor(ctx, target)
-    _activate(ctx, "rollback", target, active, reason, {})
-    return Deployed(model, target, active, True, False, "rollback", *_next(ctx, target))
+    detail: dict[str, object] = {}
+    if target.spec.stream is not None:
+        from tidegate.ops.stream_release import plan_rollback
+
+        undone = ctx.state.get_version(active)
+        assert undone is not None, "the ledger keeps every version it activated"
+        plan = plan_rollback(ctx, undone, target, approve)
+        detail = {
+            "restore": plan.restore,
+            "withdrawn_files": plan.withdrawn_files,
+            "withdrawn_rows": plan.withdrawn_rows,
+        }
+    known = len(ctx.state.events(model))
+    _activate(ctx, "rollback", target, active, reason, detail)
+    return Deployed(
+        model,
+        target,
+        active,
+        True,
+        False,
+        "rollback",
+        *_next(ctx, target),
+        stream=_released(ctx, target, known),
+    )
+
+
+def _released(ctx: Context, version: Version, known_events: int) -> str | None:
+    """How a stream's supervisor carried out making `version` active (None: not a stream)."""
+    if version.spec.stream is None:
+        return None
+    from tidegate.ops.stream_release import await_release
+
+    return await_release(ctx, version, known_events)
 
 
 def pause(ctx: Context, model: str, reason: str | None) -> bool:
@@ -154,6 +200,15 @@ def pause(ctx: Context, model: str, reason: str | None) -> bool:
 
 def unpause(ctx: Context, model: str, reason: str | None) -> bool:
     return _set_paused(ctx, model, False, reason)
+
+
+def stream_pause_note(ctx: Context, model: str, paused: bool) -> str | None:
+    """For a stream model, how its supervisor carried out a pause or an unpause."""
+    if ctx.project.model(model).stream is None:
+        return None
+    from tidegate.ops.stream_release import await_pause
+
+    return await_pause(ctx, model, paused)
 
 
 def _set_paused(ctx: Context, model: str, paused: bool, reason: str | None) -> bool:

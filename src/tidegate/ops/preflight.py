@@ -13,7 +13,12 @@ from tidegate.ops.context import Context
 def preflight(ctx: Context, version: Version) -> list[str]:
     """What would stop `version` from running: an unreachable or read-only warehouse, a missing
     source table, time column or key column, a query the engine cannot plan, output that breaks the
-    contract, or a published table whose columns the version would have to retype."""
+    contract, or a published table whose columns the version would have to retype. A stream
+    model's: its code gone, or its checkpoint location unwritable."""
+    if version.spec.stream is not None:
+        from tidegate.ops.stream_release import stream_problems
+
+        return stream_problems(ctx, version)
     problems = warehouse_problems(ctx.project)
     if problems:
         return problems

@@ -29,7 +29,14 @@ from tidegate.project.config import (
     IDENTIFIER,
 )
 from tidegate.project.cursor_decl import cursor_column, cursor_keys_only_for_cursor, cursor_spec
-from tidegate.project.model_file import ModelFile, ProgramHeader, UpdateHeader, read_model_file
+from tidegate.project.flink_model import flink_spec
+from tidegate.project.model_file import (
+    FlinkHeader,
+    ModelFile,
+    ProgramHeader,
+    UpdateHeader,
+    read_model_file,
+)
 from tidegate.project.python_model import read_python_model
 from tidegate.project.text_files import read_text, relative_path
 from tidegate.project.toml_model import read_toml_model
@@ -373,6 +380,9 @@ def declare(
             model.header_line("write_mode"),
         )
     columns = _columns(model)
+    if isinstance(header, FlinkHeader):
+        assert program is not None
+        return flink_spec(model, name, columns, program)
     column_names = {c.name for c in columns}
     partition_column, keys = _partitioning(model)
     if header.grain is not Grain.TABLE and partition_column not in column_names:

@@ -382,6 +382,73 @@ class DbtHeader(JobHeader):
     )
 
 
+class FlinkOutputDecl(_Strict):
+    """The `[output]` table of a Flink model: where its sink commits files."""
+
+    path: str = Field(
+        min_length=1,
+        description="The folder the job's file sink writes (relative to the project, or "
+        "absolute); the job is given it (a shadow folder when validating).",
+    )
+    format: Literal["csv"] = Field(
+        default="csv",
+        description="`csv`: lines of the declared `columns`, in their order, no header.",
+    )
+    idempotent: bool = Field(
+        default=False,
+        description="Whether replaying events into the output leaves it as it was (a keyed "
+        "upsert downstream): a rollback that re-reads events then needs no `--approve`.",
+    )
+
+
+class FlinkHeader(Declaration):
+    """A Flink stream job, released by savepoint: `models/NAME.toml` with `kind = "flink"`."""
+
+    kind: Literal["flink"] = Field(description="`flink` (required).")
+    grain: Grain = Field(
+        default=Grain.TABLE, description="Not for Flink models: a stream has one job, no grain."
+    )
+    job: str = Field(
+        pattern=r"^[^:]+\.py:[A-Za-z_][A-Za-z0-9_]*$",
+        description="`path/to/module.py:function`: a function `(env, output)` that adds the job "
+        "to a PyFlink `StreamExecutionEnvironment`, its sink writing into the folder `output`. "
+        "Give every operator a `uid`: state is restored by it.",
+    )
+    checkpoints: str = Field(
+        min_length=1,
+        description="The checkpoint and savepoint location (relative to the project, or "
+        "absolute). Part of the version: a job restoring from elsewhere is another version.",
+    )
+    parallelism: int = Field(default=1, gt=0, description="The job's parallelism.")
+    env: list[str] = Field(
+        default=[],
+        description="The credentials the job needs, by name (`LAKE_TOKEN`): part of the version, "
+        "never their values; a version whose variables are not set does not start.",
+    )
+    output: FlinkOutputDecl = Field(description="What the job writes (`[output]`).")
+    checkpoint_interval_seconds: float = Field(
+        default=1.0, gt=0, description="How often the job checkpoints (exactly once)."
+    )
+    confirm_checkpoints: int = Field(
+        default=2,
+        gt=0,
+        description="A takeover is confirmed once the new job is RUNNING and has completed this "
+        "many checkpoints after its start, with no restart.",
+    )
+    confirm_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Past this, an unconfirmed takeover fails: the previous version restarts "
+        "from the same savepoint.",
+    )
+    restart_attempts: int = Field(
+        default=2,
+        ge=0,
+        description="Restarts Flink may make before the job fails (never a RUNNING/RESTARTING "
+        "loop without end).",
+    )
+
+
 class UpdateHeader(Declaration):
     """An update model: columns of an existing table set, one key range per transaction, to
     SQL expressions over the row's own columns (`[set]`)."""

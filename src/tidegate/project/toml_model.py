@@ -1,5 +1,6 @@
 """Models declared in a TOML file, `models/NAME.toml`: a command model, a dbt model
-(`kind = "dbt"`), or an update model (`write_mode = "update"`)."""
+(`kind = "dbt"`), a Flink stream job (`kind = "flink"`), or an update model
+(`write_mode = "update"`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tidegate.domain.model import Program
 from tidegate.project import toml_errors
 from tidegate.project.command_model import command_model
 from tidegate.project.dbt_model import dbt_model
+from tidegate.project.flink_model import flink_model
 from tidegate.project.model_file import ModelFile
 from tidegate.project.text_files import read_text
 from tidegate.project.update_model import update_model
@@ -29,4 +31,6 @@ def read_toml_model(root: Path, file: Path) -> tuple[ModelFile, Program | None]:
         return update_model(path, text, data), None
     if data.get("kind") == "dbt":
         return dbt_model(root, path, text, data)
+    if data.get("kind") == "flink":
+        return flink_model(root, path, text, data)
     return command_model(root, path, text, data)

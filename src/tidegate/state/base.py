@@ -20,6 +20,7 @@ from tidegate.domain.model import Version
 from tidegate.domain.queue import BatchTally, Lease, RunTally
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Audit, Input, PublishedPartition, Run
+from tidegate.domain.stream import StreamRecord
 from tidegate.domain.taint import Mark, MarkKind, Read, Taint, TaintedPartition
 from tidegate.notify.row import ConsumerRead, OutboxRow
 from tidegate.report.rows import CellRow, FailingCheck, RunSummary
@@ -311,6 +312,15 @@ class StateStore(Protocol):
         """Per version of `model` that published partitions: (version id, the furthest end it
         published, the ledger sequence of its last published attempt), last published first
         (by that sequence, never by a timestamp)."""
+
+    # stream jobs
+    def save_stream(self, record: StreamRecord, event: Event | None = None) -> None:
+        """Write a stream model's row and, when given, the history event of the change, in one
+        transaction."""
+
+    def stream(self, model: str) -> StreamRecord | None: ...
+
+    def streams(self) -> list[StreamRecord]: ...
 
     # partitions (the read model)
     def partition(self, model: str, start: int) -> PublishedPartition | None: ...

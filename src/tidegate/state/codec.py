@@ -26,6 +26,7 @@ from tidegate.domain.model import (
 from tidegate.domain.partitions import Grain
 from tidegate.domain.reconciliation import ReconciliationResult
 from tidegate.domain.run import Attempt, Input, PublishedPartition, Run
+from tidegate.domain.stream import stream_from_config
 from tidegate.domain.taint import Mark, MarkKind, Taint, TaintedPartition
 from tidegate.notify.row import OutboxRow
 from tidegate.state.base import Event, ModelState
@@ -61,6 +62,7 @@ def spec_to_json(spec: ModelSpec) -> str:
             **({"min_rows": spec.min_rows} if spec.min_rows is not None else {}),
             **({"dbt": spec.dbt.config()} if spec.dbt is not None else {}),
             **({"whole_reads": list(spec.whole_reads)} if spec.whole_reads else {}),
+            **({"stream": spec.stream.config()} if spec.stream is not None else {}),
         },
         sort_keys=True,
     )
@@ -119,6 +121,7 @@ def spec_from_json(text: str) -> ModelSpec:
         min_rows=data.get("min_rows"),
         dbt=_dbt_from(data.get("dbt")),
         whole_reads=tuple(data.get("whole_reads", ())),
+        stream=stream_from_config(data["stream"]) if "stream" in data else None,
     )
 
 

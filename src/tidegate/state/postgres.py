@@ -14,6 +14,7 @@ from tidegate.state.ledger_commands import CommandTables
 from tidegate.state.ledger_cursors import CursorTables
 from tidegate.state.ledger_gates import GateTables
 from tidegate.state.ledger_runs import RunTables
+from tidegate.state.ledger_streams import StreamTables
 from tidegate.state.postgres_attempts import AttemptTables
 from tidegate.state.postgres_connect import PostgresTarget, failure
 from tidegate.state.postgres_migrate import migrate
@@ -30,6 +31,7 @@ class PostgresStateStore(
     CursorTables,
     GateTables,
     RunTables,
+    StreamTables,
     AttemptTables,
     PartitionTables,
     OutboxTables,

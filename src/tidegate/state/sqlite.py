@@ -13,6 +13,7 @@ from tidegate.state.ledger_cursors import CursorTables
 from tidegate.state.ledger_gates import GateTables
 from tidegate.state.ledger_migrations import numbered_scripts
 from tidegate.state.ledger_runs import RunTables
+from tidegate.state.ledger_streams import StreamTables
 from tidegate.state.sqlite_attempts import AttemptTables
 from tidegate.state.sqlite_outbox import OutboxTables
 from tidegate.state.sqlite_partitions import PartitionTables
@@ -36,6 +37,7 @@ class SQLiteStateStore(
     CursorTables,
     GateTables,
     RunTables,
+    StreamTables,
     AttemptTables,
     PartitionTables,
     OutboxTables,
