@@ -179,6 +179,12 @@ def cli() -> None:
     recover partitioned tables, each step recorded, stoppable, resumable and verifiable."""
 
 
+FLINK_NEXT = (
+    " with the Flink stream example; next: python write_orders.py 3, tidegate build, "
+    "tidegate stream start orders_per_day --detach, tidegate deploy orders_per_day"
+)
+
+
 @cli.command()
 @click.argument(
     "directory",
@@ -189,9 +195,10 @@ def cli() -> None:
 )
 @click.option(
     "--example",
-    type=click.Choice(["orders"]),
+    type=click.Choice(["orders", "flink"]),
     default=None,
-    help="Scaffold the reference orders pipeline and load its data.",
+    help="Scaffold the reference orders pipeline and load its data, or (flink) the orders "
+    "stream job released by savepoint.",
 )
 @click.option(
     "--rows-per-day",
@@ -255,7 +262,8 @@ def init(
         document,
         lambda: echo(
             f"initialized {done.root}"
-            + (f" with {done.orders_rows:,} orders" if done.example else "")
+            + (f" with {done.orders_rows:,} orders" if done.orders_rows else "")
+            + (FLINK_NEXT if done.example == "flink" else "")
             + (f" for the dbt project {dbt}; next: tidegate build" if dbt is not None else "")
         ),
     )

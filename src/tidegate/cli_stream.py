@@ -55,7 +55,8 @@ def _stream_model(ctx: Any, model: str) -> Any:
 def start(ctx: Any, as_json: bool, model: str, detach: bool) -> None:
     """Supervise MODEL: run its deployed version on a local Flink MiniCluster, carry out
     deploys, rollbacks and pauses, stop with a savepoint on SIGTERM or `stream stop`."""
-    from tidegate.ops.stream import Supervisor, supervised
+    from tidegate.ops.stream import Supervisor
+    from tidegate.ops.stream_lock import supervised
 
     spec = _stream_model(ctx, model)
     if supervised(ctx, model):
@@ -71,8 +72,6 @@ def start(ctx: Any, as_json: bool, model: str, detach: bool) -> None:
         )
         return
     _private_environment(ctx, spec.stream.env)
-    # the job's relative paths are the project's
-    os.chdir(ctx.project_dir)
     stopping = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: stopping.set())
@@ -85,7 +84,7 @@ def start(ctx: Any, as_json: bool, model: str, detach: bool) -> None:
 @common
 def stop(ctx: Any, as_json: bool, model: str) -> None:
     """Stop MODEL's supervisor: its job stops with a savepoint it resumes from."""
-    from tidegate.ops.stream import supervised
+    from tidegate.ops.stream_lock import supervised
 
     _stream_model(ctx, model)
     record = ctx.state.stream(model)
@@ -120,7 +119,7 @@ def _private_environment(ctx: Any, named: tuple[str, ...]) -> None:
 
 def _detach(ctx: Any, model: str) -> tuple[int, Path]:
     """Start `stream start MODEL` in a session of its own; return once it supervises."""
-    from tidegate.ops.stream import LOCKS, supervised
+    from tidegate.ops.stream_lock import LOCKS, supervised
 
     log = ctx.project_dir.resolve() / LOCKS / f"{model}.log"
     log.parent.mkdir(parents=True, exist_ok=True)

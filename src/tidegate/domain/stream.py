@@ -192,7 +192,8 @@ class StreamRecord:
     updated_at: str
     # the version a handover replaces (HANDOVER, or STARTING after one)
     previous_version_id: str | None = None
-    detail: str | None = None
+    # the running job's REST API and web UI (a MiniCluster of the supervisor's process)
+    address: str | None = None
 
 
 class Step(str, Enum):

@@ -1,16 +1,20 @@
-"""What a running job's MiniCluster tells over its REST API: restarts and checkpoints."""
+"""A running job's MiniCluster over its REST API: restarts and checkpoints, and savepoints
+taken while it runs (by another process than the one running it: validate)."""
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tidegate.flink.places import plain_path
 
 TIMEOUT_SECONDS = 5.0
+POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,34 @@ def job_metrics(port: int, job_id: str) -> JobMetrics:
         completed_checkpoints=int((checkpoints.get("counts") or {}).get("completed", 0)),
         latest_checkpoint=plain_path(path) if (path := latest.get("external_path")) else None,
     )
+
+
+def trigger_savepoint(address: str, job_id: str, directory: Path, timeout: float) -> str:
+    """Take a savepoint of the job running at `address` into `directory`, leaving it running;
+    returns the savepoint's path. RuntimeError when Flink refuses or it takes too long."""
+    body = {"target-directory": directory.resolve().as_uri(), "cancel-job": False}
+    request = urllib.request.Request(
+        f"{address}/jobs/{job_id}/savepoints",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+        trigger = json.loads(response.read())["request-id"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(
+            f"{address}/jobs/{job_id}/savepoints/{trigger}", timeout=TIMEOUT_SECONDS
+        ) as response:
+            answer = json.loads(response.read())
+        if answer["status"]["id"] == "COMPLETED":
+            operation = answer.get("operation") or {}
+            if "location" not in operation:
+                cause = (operation.get("failure-cause") or {}).get("stack-trace", "")
+                raise RuntimeError((cause.strip().splitlines() or ["the savepoint failed"])[0])
+            return plain_path(str(operation["location"]))
+        time.sleep(POLL_SECONDS)
+    raise RuntimeError(f"no savepoint within {timeout:g}s")
 
 
 def _get(port: int, path: str) -> Any:

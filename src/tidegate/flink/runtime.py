@@ -13,6 +13,7 @@ its dotted name from the version's own copy of its code (`python.files`).
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 import sys
 from collections.abc import Callable
@@ -33,6 +34,7 @@ RESTART_DELAY = "1 s"
 class Launch:
     """Everything a job start needs, resolved to absolute places."""
 
+    workdir: Path  # the project folder: the job's function runs in it
     code: Path  # the version's code (places.code_of): the job's imports resolve from it
     module: str  # the job's module, dotted (jobs.orders_per_day)
     function: str
@@ -125,10 +127,14 @@ def start(launch: Launch) -> RunningJob:
         config.set_string(key, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     build = _function(launch)
+    here = os.getcwd()
+    os.chdir(launch.workdir)  # relative paths in the job's function are the project's
     try:
-        build(env, str(launch.output))
+        build(env, str(launch.output.resolve()))
     except Exception as error:
         raise ModelError(f"{launch.module}:{launch.function} failed: {error}") from None
+    finally:
+        os.chdir(here)
     try:
         client = env.execute_async(launch.name)
     except Exception as error:
@@ -158,6 +164,9 @@ def _settings(launch: Launch, port: int) -> dict[str, str]:
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": str(launch.restart_attempts),
         "restart-strategy.fixed-delay.delay": RESTART_DELAY,
+        # the REST API's restart and checkpoint counts refresh this often (default 10 s)
+        "metrics.fetcher.update-interval": "500",
+        "web.refresh-interval": "500",
         "rest.port": str(port),
         "rest.bind-port": str(port),
         "rest.address": "127.0.0.1",

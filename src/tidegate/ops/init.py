@@ -7,12 +7,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidegate.domain.errors import UsageError
 from tidegate.project.layout import MODELS_DIR, PROJECT_FILE
 
-EXAMPLES = ("orders",)
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+EXAMPLES = ("orders", "flink")
+# the files of the Flink example (a stream job, nothing to load)
+FLINK_FILES = ("tidegate.toml", "write_orders.py", "models", "jobs", "story")
 WAREHOUSE = "warehouse.duckdb"
+FLINK_GITIGNORE = (
+    "# the example's orders, its output, checkpoints and savepoints\nin/\nout/\nstate/\n"
+)
 PROJECT_GITIGNORE = "# written by tidegate; never commit them\nwarehouse.duckdb*\n.tidegate/\n"
 EMPTY_PROJECT = """[project]
 name = "{name}"
@@ -35,11 +44,25 @@ class Initialized:
 
 def _copy_example(name: str, root: Path) -> None:
     source = resources.files("tidegate") / "examples" / name
+    if name == "flink":
+        _copy_tree(source, root, FLINK_FILES)
+        return
     (root / PROJECT_FILE).write_text((source / PROJECT_FILE).read_text())
     (root / MODELS_DIR).mkdir()
     for entry in (source / MODELS_DIR).iterdir():
         if entry.name.endswith(".sql"):
             (root / MODELS_DIR / entry.name).write_text(entry.read_text())
+
+
+def _copy_tree(source: Traversable, root: Path, names: tuple[str, ...]) -> None:
+    for entry in source.iterdir():
+        if entry.name not in names:
+            continue
+        if entry.is_dir():
+            (root / entry.name).mkdir(exist_ok=True)
+            _copy_tree(entry, root / entry.name, tuple(e.name for e in entry.iterdir()))
+        elif entry.name.endswith((".py", ".toml")):
+            (root / entry.name).write_text(entry.read_text())
 
 
 def fault_orders(warehouse: Path, day: datetime | None) -> None:
@@ -107,11 +130,17 @@ def init(
         else:
             _copy_example(example, root)
         _ignore_generated(root)
-        rows = load_orders(root / WAREHOUSE, rows_per_day, seed, wait) if example else None
+        if example == "flink":
+            with (root / ".gitignore").open("a") as ignored:
+                ignored.write(FLINK_GITIGNORE)
+        rows = (
+            load_orders(root / WAREHOUSE, rows_per_day, seed, wait) if example == "orders" else None
+        )
     except BaseException:
         # A half-made project would be worse than none: remove what init wrote.
-        for written in (PROJECT_FILE, WAREHOUSE, f"{WAREHOUSE}.wal"):
+        for written in (PROJECT_FILE, WAREHOUSE, f"{WAREHOUSE}.wal", "write_orders.py"):
             (root / written).unlink(missing_ok=True)
-        shutil.rmtree(root / MODELS_DIR, ignore_errors=True)
+        for folder in (MODELS_DIR, "jobs", "story"):
+            shutil.rmtree(root / folder, ignore_errors=True)
         raise
     return Initialized(root, example, rows)

@@ -139,6 +139,7 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
             },
         }
         entry["cursor"] = None if active is None else cursor_status(ctx.state, active)
+        entry["stream"] = _stream_doc(ctx, name)
         if model:
             entry["ranges"] = [
                 {
@@ -154,6 +155,33 @@ def status(ctx: Context, model: str | None = None) -> dict[str, Any]:
         "schema": "tidegate.status/v1",
         "project": ctx.view.name,
         "models": models,
+    }
+
+
+def _stream_doc(ctx: Context, model: str) -> dict[str, Any] | None:
+    """A stream model's job, as its supervisor last recorded it (None: not a stream, or it never
+    ran)."""
+    record = ctx.state.stream(model)
+    if record is None:
+        return None
+    from tidegate.ops.stream_lock import supervised
+
+    version = ctx.state.get_version(record.version_id)
+    return {
+        "state": record.state.value,
+        "version_id": record.version_id,
+        "version_seq": version.seq if version else None,
+        "previous_version_id": record.previous_version_id,
+        "job_id": record.job_id,
+        "restore_point": record.restored_from,
+        "savepoint": record.savepoint,
+        "checkpoint": record.checkpoint,
+        "checkpoints": record.checkpoints,
+        "address": record.address,
+        "supervised": supervised(ctx, model),
+        "supervisor_pid": record.supervisor_pid,
+        "supervisor_host": record.supervisor_host,
+        "heartbeat_at": record.heartbeat_at,
     }
 
 

@@ -19,18 +19,16 @@ exactly what the checkpoint holds).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from threading import Event as Flag
 
 from tidegate.domain.clock import stamp
-from tidegate.domain.errors import BusyError, ModelError, OperationFailed, UsageError
+from tidegate.domain.errors import ModelError, OperationFailed, UsageError
 from tidegate.domain.model import Version
 from tidegate.domain.stream import (
     JobStatus,
@@ -47,51 +45,17 @@ from tidegate.domain.stream import (
 from tidegate.flink import places
 from tidegate.flink.runtime import Launch, RunningJob, start
 from tidegate.ops.context import Context
+from tidegate.ops.stream_lock import claimed
 from tidegate.state.base import Event
 
 POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 2.0
-LOCKS = Path(".tidegate") / "streams"
 
 
 def stream_spec(version: Version) -> StreamSpec:
     if version.spec.stream is None:
         raise UsageError(f'{version.model} is not a stream model (kind = "flink")')
     return version.spec.stream
-
-
-def lock_file(ctx: Context, model: str) -> Path:
-    return ctx.project_dir / LOCKS / f"{model}.lock"
-
-
-@contextmanager
-def claimed(ctx: Context, model: str) -> Iterator[None]:
-    """Hold the model's supervisor lock for as long as the block runs (the kernel lets go of it
-    if this process dies); BusyError when another supervisor holds it."""
-    path = lock_file(ctx, model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            record = ctx.state.stream(model)
-            pid = record.supervisor_pid if record else None
-            raise BusyError(f"a supervisor already runs {model} (pid {pid})") from None
-        yield
-
-
-def supervised(ctx: Context, model: str) -> bool:
-    """Whether a live supervisor holds `model` on this machine."""
-    path = lock_file(ctx, model)
-    if not path.exists():
-        return False
-    with path.open("a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        return False
 
 
 def restore_point(ctx: Context, record: StreamRecord | None, spec: StreamSpec) -> str | None:
@@ -104,6 +68,56 @@ def restore_point(ctx: Context, record: StreamRecord | None, spec: StreamSpec) -
     checkpoints = places.checkpoints_of(ctx.project_dir, spec)
     newest = places.newest_checkpoint(checkpoints, record.job_id) if record.job_id else None
     return newest or record.checkpoint or record.savepoint or record.restored_from
+
+
+def confirm(job: RunningJob, spec: StreamSpec, began: float) -> Takeover:
+    """Watch a job that just started until it can be judged (domain/stream.judge_takeover):
+    restarts are seen in its status as well as in Flink's count, which lags."""
+    restarted = 0
+    while True:
+        status = job.status()
+        metrics = None if status.ended else job.metrics()
+        if status is JobStatus.RESTARTING:
+            restarted = max(restarted, 1)
+        seen = Observation(
+            status=status,
+            restarts=max(restarted, metrics.restarts if metrics else 0),
+            checkpoints=metrics.completed_checkpoints if metrics else 0,
+            elapsed_seconds=time.monotonic() - began,
+        )
+        judged = judge_takeover(seen, spec)
+        if judged is not None:
+            if status.ended:
+                cause = job.failure()
+                return Takeover(False, f"{judged.reason}: {cause}" if cause else judged.reason)
+            return judged
+        time.sleep(POLL_SECONDS)
+
+
+def launch_of(
+    root: Path, version: Version, restore: str | None, output: Path, checkpoints: Path
+) -> Launch:
+    """How `version` starts from `restore`, writing `output`, checkpointing into
+    `checkpoints`."""
+    spec = stream_spec(version)
+    return Launch(
+        workdir=root.resolve(),
+        code=places.code_of(root, version),
+        module=places.module_of(spec.job_file),
+        function=spec.job_function,
+        name=f"{version.model} v{version.seq}",
+        output=output,
+        checkpoints=checkpoints,
+        restore=restore,
+        parallelism=spec.parallelism,
+        checkpoint_interval_ms=spec.checkpoint_interval_ms,
+        restart_attempts=spec.restart_attempts,
+    )
+
+
+def missing_credentials(spec: StreamSpec) -> list[str]:
+    """The variables the job names that are not set here: it does not start without them."""
+    return [name for name in spec.env if name not in os.environ]
 
 
 @dataclass
@@ -210,33 +224,22 @@ class Supervisor:
         root = self.ctx.project_dir
         output = places.output_of(root, spec)
         withdrawn = self._withdraw(spec, restore, output)
-        missing = [name for name in spec.env if name not in os.environ]
+        missing = missing_credentials(spec)
         record = self._record(version, StreamState.STARTING, None, restore, previous)
         self.ctx.state.save_stream(record)
         if missing:
-            return self._refused(record, f"{', '.join(missing)} not set", takeover)
+            return self._refused(record, f"{', '.join(missing)} not set here", takeover)
         self.say(f"starting {self.model} v{version.seq} from {restore or 'nothing'}")
         began = time.monotonic()
         try:
             job = start(
-                Launch(
-                    code=places.code_of(root, version),
-                    module=places.module_of(spec.job_file),
-                    function=spec.job_function,
-                    name=f"{self.model} v{version.seq}",
-                    output=output,
-                    checkpoints=places.checkpoints_of(root, spec),
-                    restore=restore,
-                    parallelism=spec.parallelism,
-                    checkpoint_interval_ms=spec.checkpoint_interval_ms,
-                    restart_attempts=spec.restart_attempts,
-                )
+                launch_of(root, version, restore, output, places.checkpoints_of(root, spec))
             )
         except ModelError as error:
             return self._refused(record, str(error), takeover)
-        record = replace(record, job_id=job.job_id, detail=job.address)
+        record = replace(record, job_id=job.job_id, address=job.address)
         self.ctx.state.save_stream(record)
-        judged = self._confirm(job, spec, began)
+        judged = confirm(job, spec, began)
         if not judged.confirmed:
             job.cancel()
             return self._refused(record, judged.reason, takeover, job.job_id)
@@ -346,27 +349,6 @@ class Supervisor:
         self.ctx.state.save_stream(record)
 
     # helpers
-    def _confirm(self, job: RunningJob, spec: StreamSpec, began: float) -> Takeover:
-        restarted = 0
-        while True:
-            status: JobStatus = job.status()
-            metrics = None if status.ended else job.metrics()
-            if status is JobStatus.RESTARTING:
-                restarted = max(restarted, 1)
-            seen = Observation(
-                status=status,
-                restarts=max(restarted, metrics.restarts if metrics else 0),
-                checkpoints=metrics.completed_checkpoints if metrics else 0,
-                elapsed_seconds=time.monotonic() - began,
-            )
-            judged = judge_takeover(seen, spec)
-            if judged is not None:
-                if status.ended:
-                    cause = job.failure()
-                    return Takeover(False, f"{judged.reason}: {cause}" if cause else judged.reason)
-                return judged
-            time.sleep(POLL_SECONDS)
-
     def _refused(
         self, record: StreamRecord, reason: str, takeover: bool, job_id: str | None = None
     ) -> Takeover:

@@ -19,7 +19,8 @@ from tidegate.domain.model import Version
 from tidegate.domain.stream import StreamState, newer_output
 from tidegate.flink import places
 from tidegate.ops.context import Context
-from tidegate.ops.stream import stream_spec, supervised
+from tidegate.ops.stream import stream_spec
+from tidegate.ops.stream_lock import supervised
 from tidegate.state.base import Event
 
 POLL_SECONDS = 0.25

@@ -78,6 +78,12 @@ def validate(
             f"{model} is an update model: it writes its table in place, with no shadow table "
             "to validate into; its audit runs in each range's transaction"
         )
+    if spec.stream is not None:
+        from tidegate.ops.stream_validate import validate_stream
+
+        if partitions is not None or sample_size is not None:
+            raise UsageError(f"{model} is a stream: it is validated whole, not by partitions")
+        return validate_stream(ctx, version)
     if sample_size is not None and sample_size < 1:
         raise UsageError("--sample must be at least 1")
     chosen = _choose(ctx, spec, partitions, sample_size or DEFAULT_SAMPLE, seed)

@@ -24,7 +24,7 @@ COLUMNS = (
     "heartbeat_at",
     "updated_at",
     "previous_version_id",
-    "detail",
+    "address",
 )
 UPSERT_STREAM = (
     f"INSERT INTO streams ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)}) "
@@ -65,7 +65,7 @@ def _values(record: StreamRecord) -> tuple[Any, ...]:
         record.heartbeat_at,
         record.updated_at,
         record.previous_version_id,
-        record.detail,
+        record.address,
     )
 
 
@@ -84,5 +84,5 @@ def _record(row: Any) -> StreamRecord:
         heartbeat_at=row["heartbeat_at"],
         updated_at=row["updated_at"],
         previous_version_id=row["previous_version_id"],
-        detail=row["detail"],
+        address=row["address"],
     )

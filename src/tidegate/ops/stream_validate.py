@@ -1,0 +1,134 @@
+"""Validating a stream version: start it, in this process, from the running stream's newest
+restore point (a checkpoint its job completed, or the savepoint it stopped with) into a shadow
+output and shadow checkpoints, and judge it as a takeover is judged — every operator's state
+mapped (a renamed `uid` is refused, never dropped), RUNNING through the declared checkpoints,
+no restart (a state whose type changed fails as the job reads it) — then cancel it and record a
+gate. Production is untouched: the running job keeps its checkpoint (Flink restores one without
+claiming it), and nothing is written to its output."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from tidegate.domain.clock import stamp
+from tidegate.domain.errors import ModelError, OperationFailed
+from tidegate.domain.gate import Gate, is_flaky
+from tidegate.domain.ids import new_gate_id
+from tidegate.domain.model import Version
+from tidegate.domain.partitions import WHOLE_LABEL
+from tidegate.domain.stream import StreamState, Takeover
+from tidegate.flink import places
+from tidegate.flink.rest import trigger_savepoint
+from tidegate.flink.runtime import SAVEPOINT_TIMEOUT_SECONDS, start
+from tidegate.ops.context import Context
+from tidegate.ops.stream import confirm, launch_of, missing_credentials, restore_point, stream_spec
+from tidegate.ops.stream_lock import supervised
+from tidegate.state.base import Event
+
+
+def validate_stream(ctx: Context, version: Version) -> Gate:
+    root = ctx.project_dir
+    restore = _restore_point(ctx, version)
+    shadow = places.shadow_of(root, version)
+    shutil.rmtree(shadow, ignore_errors=True)
+    output, checkpoints = shadow / "output", shadow / "checkpoints"
+    judged, rows = _shadow_run(ctx, version, restore, output, checkpoints)
+    summary = (
+        f"started from {restore or 'nothing'}: {judged.reason}"
+        if judged.confirmed
+        else f"did not take over from {restore or 'nothing'}: {judged.reason}"
+    )
+    gate_id = new_gate_id()
+    gate = Gate(
+        gate_id=gate_id,
+        model=version.model,
+        version_id=version.version_id,
+        passed=judged.confirmed,
+        flaky=is_flaky(
+            ctx.state.gates(version.model), version.version_id, restore or "", judged.confirmed
+        ),
+        inputs=restore or "",
+        partitions=(WHOLE_LABEL,),
+        report={
+            "seq": version.seq,
+            "shadow_table": str(output),
+            "restored_from": restore,
+            "summary": summary,
+            "partitions": [
+                {
+                    "partition": WHOLE_LABEL,
+                    "state": "passed" if judged.confirmed else "failed",
+                    "rows": rows,
+                    "checksum": None,
+                    "reason": judged.reason,
+                    "checks": [],
+                    "reconciliations": [],
+                }
+            ],
+            "diff": None,
+        },
+        actor=ctx.actor,
+        created_at=stamp(ctx.clock),
+    )
+    ctx.state.record_gate(
+        gate,
+        Event(
+            kind="gate",
+            actor=gate.actor,
+            at=gate.created_at,
+            model=version.model,
+            version_id=version.version_id,
+            reason=summary,
+            detail={"gate_id": gate_id, "passed": gate.passed, "flaky": gate.flaky},
+        ),
+    )
+    return gate
+
+
+def _restore_point(ctx: Context, version: Version) -> str | None:
+    """A running stream's state now, as a savepoint taken through its job's REST API (its
+    checkpoints are Flink's to delete as newer ones complete); a stopped or dead one's restore
+    point."""
+    spec = stream_spec(version)
+    record = ctx.state.stream(version.model)
+    if (
+        record is None
+        or record.state is not StreamState.RUNNING
+        or record.address is None
+        or record.job_id is None
+        or not supervised(ctx, version.model)
+    ):
+        return restore_point(ctx, record, spec)
+    try:
+        return trigger_savepoint(
+            record.address,
+            record.job_id,
+            places.savepoints_of(ctx.project_dir, spec),
+            SAVEPOINT_TIMEOUT_SECONDS,
+        )
+    except (OSError, RuntimeError, KeyError, ValueError) as error:
+        raise OperationFailed(
+            f"{version.model}: no savepoint of the running job to validate from ({error})"
+        ) from None
+
+
+def _shadow_run(
+    ctx: Context, version: Version, restore: str | None, output: Path, checkpoints: Path
+) -> tuple[Takeover, int | None]:
+    spec = stream_spec(version)
+    missing = missing_credentials(spec)
+    if missing:
+        return Takeover(False, f"{', '.join(missing)} not set here"), None
+    began = time.monotonic()
+    try:
+        job = start(launch_of(ctx.project_dir, version, restore, output, checkpoints))
+    except ModelError as error:
+        return Takeover(False, str(error)), None
+    try:
+        judged = confirm(job, spec, began)
+    finally:
+        job.cancel()
+    committed = places.committed_output(output)
+    return judged, places.count_rows(output, committed)

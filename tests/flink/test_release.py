@@ -1,0 +1,166 @@
+"""Releasing a Flink stream job by savepoint, for real: the example's job on local
+MiniClusters, under a supervisor process, through tidegate's own commands."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.faults.ledger import wait_until
+from tests.flink.kit import (
+    MODEL,
+    Supervisor,
+    caught_up,
+    document,
+    environment,
+    example,
+    flink_python,
+    orders_in,
+    orders_out,
+    tidegate,
+    totals,
+    use_job,
+    wait_caught_up,
+    write_orders,
+)
+
+pytestmark = [pytest.mark.flink, pytest.mark.xdist_group("flink")]
+
+
+def events(project: Path) -> list[dict[str, object]]:
+    history = document(project, "history", MODEL)
+    found: list[dict[str, object]] = history["events"]
+    return found
+
+
+def test_deploy_hands_over_by_savepoint_and_rolls_back(tmp_path: Path) -> None:
+    project = example(tmp_path)
+    tidegate(project, "build")
+    write_orders(project, 3)
+    supervisor = Supervisor(project)
+    try:
+        first = document(project, "deploy", MODEL)
+        assert first["stream"].startswith("took over from nothing"), first
+        wait_caught_up(project)
+        write_orders(project, 2)
+        use_job(project, "v2")
+        tidegate(project, "build")
+        gate = document(project, "validate", MODEL)
+        assert gate["passed"], gate
+        second = document(project, "deploy", MODEL)
+        savepoint = second["stream"].removeprefix("took over from ").split(":")[0]
+        assert Path(savepoint).is_dir() and (Path(savepoint) / "_metadata").is_file()
+        write_orders(project, 2)
+        wait_caught_up(project)
+        # v2's rows carry the band, and the day totals went on from v1's state
+        out = orders_out(project)
+        assert {len(r) for r in out} == {5, 6}
+        assert max(int(r[4]) for r in out) == max(
+            sum(1 for o in orders_in(project) if o[1] == day) for day in {o[1] for o in out}
+        )
+        refused = tidegate(project, "rollback", MODEL, ok=False)
+        assert refused.returncode == 3 and "--approve" in refused.stderr, refused.stderr
+        document(project, "rollback", MODEL, "--approve")
+        write_orders(project, 1)
+        wait_caught_up(project)
+        # v2's output was withdrawn and its orders read again by v1: no band left
+        assert {len(r) for r in orders_out(project)} == {5}
+    finally:
+        assert supervisor.stop() == 0
+    status = document(project, "status")
+    stream = next(m for m in status["models"] if m["model"] == MODEL)["stream"]
+    assert stream["state"] == "stopped" and stream["savepoint"]
+    kinds = [e["kind"] for e in events(project)]
+    for kind in ("deploy", "stream_start", "savepoint", "takeover", "rollback", "gate"):
+        assert kind in kinds, kinds
+    assert totals(orders_out(project)) == totals(orders_in(project))
+
+
+def test_validate_refuses_renamed_uid_and_changed_state(tmp_path: Path) -> None:
+    project = example(tmp_path)
+    tidegate(project, "build")
+    write_orders(project, 2)
+    supervisor = Supervisor(project)
+    try:
+        document(project, "deploy", MODEL)
+        wait_caught_up(project)
+    finally:
+        assert supervisor.stop() == 0
+    for job, said in (("renamed_uid", "Cannot map"), ("state_type", "")):
+        use_job(project, job)
+        tidegate(project, "build")
+        done = tidegate(project, "validate", MODEL, "--json", ok=False)
+        assert done.returncode == 1, done.stderr
+        assert said in done.stdout, done.stdout
+    refused = tidegate(project, "deploy", MODEL, ok=False)
+    assert refused.returncode == 3 and "failed" in refused.stderr
+
+
+def test_a_crash_looping_version_is_rolled_back_by_the_deploy(tmp_path: Path) -> None:
+    project = example(tmp_path)
+    tidegate(project, "build")
+    write_orders(project, 2)
+    supervisor = Supervisor(project)
+    try:
+        document(project, "deploy", MODEL)
+        wait_caught_up(project)
+        use_job(project, "crash")
+        tidegate(project, "build")
+        write_orders(project, 1)
+        failed = tidegate(project, "deploy", MODEL, "--force", "--reason", "crash", ok=False)
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert "did not take over" in failed.stderr and "v1 runs again" in failed.stderr
+        state = document(project, "status")
+        stream = next(m for m in state["models"] if m["model"] == MODEL)
+        assert stream["active"]["seq"] == 1 and stream["stream"]["state"] == "running"
+        write_orders(project, 1)
+        wait_caught_up(project)
+    finally:
+        assert supervisor.stop() == 0
+
+
+@pytest.mark.crash
+def test_sigkill_of_the_supervisor_during_a_deploy(tmp_path: Path) -> None:
+    project = example(tmp_path)
+    tidegate(project, "build")
+    write_orders(project, 2)
+    supervisor = Supervisor(project)
+    document(project, "deploy", MODEL)
+    wait_caught_up(project)
+    use_job(project, "v2")
+    tidegate(project, "build")
+    tidegate(project, "validate", MODEL)
+    deploying = subprocess.Popen(
+        [str(flink_python()), "-m", "tidegate", "deploy", MODEL, "--project", str(project)],
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(
+        "the handover to v2",
+        lambda: (
+            True
+            if document(project, "status")["models"][0]["stream"]["state"]
+            in ("handover", "starting")
+            else None
+        ),
+        timeout=120,
+    )
+    supervisor.kill()
+    _, err = deploying.communicate(timeout=60)
+    assert deploying.returncode == 1 and "stopped before v2 took over" in err, err
+    stream = document(project, "status")["models"][0]["stream"]
+    assert stream["supervised"] is False
+    assert stream["version_seq"] == 2 and stream["restore_point"], stream
+    write_orders(project, 1)
+    again = Supervisor(project)
+    try:
+        wait_until("v2 running", lambda: True if caught_up(project) else None, timeout=120)
+        stream = document(project, "status")["models"][0]["stream"]
+        assert stream["state"] == "running" and stream["version_seq"] == 2
+    finally:
+        assert again.stop() == 0
+    assert totals(orders_out(project)) == totals(orders_in(project))
