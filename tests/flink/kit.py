@@ -177,3 +177,30 @@ class Supervisor:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait(timeout=30)
+
+
+def validate_with_input(project: Path) -> subprocess.CompletedProcess[str]:
+    """`tidegate validate MODEL --json` while orders arrive: an order file is written once the
+    validation has its restore point (a new savepoint), so the shadow job reads it."""
+    savepoints = project / "state" / MODEL / "savepoints"
+    before = set(savepoints.glob("savepoint-*")) if savepoints.is_dir() else set()
+    validating = subprocess.Popen(
+        [str(flink_python()), "-m", "tidegate", "validate", MODEL, "--json"],
+        cwd=project,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(
+        "the validation's savepoint",
+        lambda: (
+            ({m.parent for m in savepoints.glob("savepoint-*/_metadata")} - before)
+            or validating.poll() is not None
+            or None
+        ),
+        timeout=120,
+    )
+    write_orders(project, 1)
+    out, err = validating.communicate(timeout=COMMAND_TIMEOUT_SECONDS)
+    return subprocess.CompletedProcess(validating.args, validating.returncode, out, err)

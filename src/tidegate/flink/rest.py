@@ -4,6 +4,7 @@ taken while it runs (by another process than the one running it: validate)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +16,8 @@ from tidegate.flink.places import plain_path
 
 TIMEOUT_SECONDS = 5.0
 POLL_SECONDS = 0.2
+# a Python traceback's last line: `UnicodeDecodeError: 'utf-8' codec can't decode…`
+PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,27 @@ def job_metrics(port: int, job_id: str) -> JobMetrics:
         completed_checkpoints=int((checkpoints.get("counts") or {}).get("completed", 0)),
         latest_checkpoint=plain_path(path) if (path := latest.get("external_path")) else None,
     )
+
+
+def latest_exception(port: int, job_id: str) -> str | None:
+    """The root cause of the job's newest failure (a restart's too), one line."""
+    history = _get(port, f"/jobs/{job_id}/exceptions").get("exceptionHistory") or {}
+    entries = history.get("entries") or []
+    if not entries:
+        return None
+    return root_cause(str(entries[0].get("stacktrace") or entries[0].get("exceptionName")))
+
+
+def root_cause(trace: str) -> str:
+    """The error a Java trace comes down to: the Python exception it carries (a Python
+    function's traceback is inside it), else its last `Caused by:`, else its first line."""
+    lines = [line.strip() for line in trace.splitlines() if line.strip()]
+    python = [line for line in lines if PYTHON_ERROR.match(line)]
+    if python:
+        return python[-1][:500]
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    line = causes[-1] if causes else (lines or ["unknown error"])[0]
+    return line.removeprefix("Caused by: ")[:500]
 
 
 def trigger_savepoint(address: str, job_id: str, directory: Path, timeout: float) -> str:

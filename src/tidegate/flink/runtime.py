@@ -23,7 +23,7 @@ from typing import Any
 
 from tidegate.domain.errors import ModelError
 from tidegate.domain.stream import JobStatus
-from tidegate.flink.rest import JobMetrics, job_metrics
+from tidegate.flink.rest import JobMetrics, job_metrics, latest_exception, root_cause
 
 SAVEPOINT_TIMEOUT_SECONDS = 120.0
 # the restart strategy's delay: long enough that a status poll sees RESTARTING
@@ -82,12 +82,17 @@ class RunningJob:
         return job_metrics(self.port, self.job_id)
 
     def failure(self) -> str | None:
-        """The root cause of a failed job, one line."""
+        """The root cause of the job's failure, or of its newest restart, one line."""
+        if self.status().ended:
+            try:
+                self._client.get_job_execution_result().result()
+            except Exception as error:
+                return root_cause(str(error))
+            return None
         try:
-            self._client.get_job_execution_result().result()
-        except Exception as error:
-            return _root_cause(str(error))
-        return None
+            return latest_exception(self.port, self.job_id)
+        except (OSError, ValueError):
+            return None
 
     def stop_with_savepoint(self, directory: Path) -> str:
         """Stop the job, its state in a savepoint under `directory`; returns the savepoint."""
@@ -121,6 +126,8 @@ def start(launch: Launch) -> RunningJob:
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
 
+    # Flink's own logs: beside the stream's checkpoints, not in PyFlink's installed folder
+    os.environ.setdefault("FLINK_LOG_DIR", str((launch.checkpoints / "logs").resolve()))
     port = _free_port()
     config = Configuration()
     for key, value in _settings(launch, port).items():
@@ -138,7 +145,7 @@ def start(launch: Launch) -> RunningJob:
     try:
         client = env.execute_async(launch.name)
     except Exception as error:
-        cause = _root_cause(str(error))
+        cause = root_cause(str(error))
         if "Cannot map checkpoint/savepoint state" in cause:
             raise RestoreRefused(cause) from None
         raise ModelError(f"{launch.name} did not start: {cause}") from None
@@ -166,6 +173,7 @@ def _settings(launch: Launch, port: int) -> dict[str, str]:
         "restart-strategy.fixed-delay.delay": RESTART_DELAY,
         # the REST API's restart and checkpoint counts refresh this often (default 10 s)
         "metrics.fetcher.update-interval": "500",
+        "rest.cache.execution-graph.timeout": "200",
         "web.refresh-interval": "500",
         "rest.port": str(port),
         "rest.bind-port": str(port),
@@ -203,10 +211,3 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _root_cause(text: str) -> str:
-    """The last `Caused by:` of a Java trace (the first line when there is none)."""
-    causes = [line.strip() for line in text.splitlines() if line.strip().startswith("Caused by:")]
-    line = causes[-1] if causes else (text.strip().splitlines() or ["unknown error"])[0]
-    return line.removeprefix("Caused by: ")[:500]

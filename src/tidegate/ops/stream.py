@@ -87,10 +87,8 @@ def confirm(job: RunningJob, spec: StreamSpec, began: float) -> Takeover:
         )
         judged = judge_takeover(seen, spec)
         if judged is not None:
-            if status.ended:
-                cause = job.failure()
-                return Takeover(False, f"{judged.reason}: {cause}" if cause else judged.reason)
-            return judged
+            cause = None if judged.confirmed else job.failure()
+            return Takeover(False, f"{judged.reason}: {cause}") if cause else judged
         time.sleep(POLL_SECONDS)
 
 

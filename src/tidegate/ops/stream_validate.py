@@ -18,12 +18,19 @@ from tidegate.domain.gate import Gate, is_flaky
 from tidegate.domain.ids import new_gate_id
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import WHOLE_LABEL
-from tidegate.domain.stream import StreamState, Takeover
+from tidegate.domain.stream import JobStatus, StreamState, Takeover
 from tidegate.flink import places
 from tidegate.flink.rest import trigger_savepoint
-from tidegate.flink.runtime import SAVEPOINT_TIMEOUT_SECONDS, start
+from tidegate.flink.runtime import SAVEPOINT_TIMEOUT_SECONDS, RunningJob, start
 from tidegate.ops.context import Context
-from tidegate.ops.stream import confirm, launch_of, missing_credentials, restore_point, stream_spec
+from tidegate.ops.stream import (
+    POLL_SECONDS,
+    confirm,
+    launch_of,
+    missing_credentials,
+    restore_point,
+    stream_spec,
+)
 from tidegate.ops.stream_lock import supervised
 from tidegate.state.base import Event
 
@@ -128,7 +135,41 @@ def _shadow_run(
         return Takeover(False, str(error)), None
     try:
         judged = confirm(job, spec, began)
+        rows = _output_rows(job, output, began + spec.confirm_timeout_seconds)
+        if judged.confirmed:
+            judged = _still_running(job) or judged
     finally:
         job.cancel()
-    committed = places.committed_output(output)
-    return judged, places.count_rows(output, committed)
+    if judged.confirmed and rows == 0:
+        judged = Takeover(
+            False,
+            f"{judged.reason}, but no event arrived to exercise its state (no output in "
+            f"{spec.confirm_timeout_seconds:g}s); validate again while input flows",
+        )
+    return judged, rows
+
+
+def _still_running(job: RunningJob) -> Takeover | None:
+    """A failure seen after the takeover was confirmed (as the first events read the state)."""
+    status = job.status()
+    if status.ended:
+        return Takeover(False, f"the job failed as events arrived: {job.failure() or status.value}")
+    restarts = job.metrics().restarts
+    if status is JobStatus.RESTARTING or restarts:
+        cause = job.failure()
+        return Takeover(
+            False,
+            f"the job restarted {max(restarts, 1)} time(s) as events arrived"
+            + (f": {cause}" if cause else ""),
+        )
+    return None
+
+
+def _output_rows(job: RunningJob, output: Path, deadline: float) -> int:
+    """The rows the shadow job committed, once it committed some (a state of another type
+    fails only when an event reads it), or at the deadline."""
+    while True:
+        rows = places.count_rows(output, places.committed_output(output))
+        if rows or time.monotonic() >= deadline or job.status().ended:
+            return rows
+        time.sleep(POLL_SECONDS)
