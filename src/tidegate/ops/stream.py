@@ -185,11 +185,11 @@ class Supervisor:
         previous = self.running.version
         savepoint = self.stop(StreamState.HANDOVER, f"handing over to v{version.seq}", version)
         restore = self._asked_restore(version) or savepoint
-        judged = self.start(version, restore, previous.version_id)
+        judged = self.start(version, restore, previous.version_id, handing_over=True)
         if judged.confirmed:
             return
         self.say(f"v{version.seq} did not take over ({judged.reason}); v{previous.seq} resumes")
-        back = self.start(previous, savepoint, version.version_id, takeover=False)
+        back = self.start(previous, savepoint, version.version_id)
         at = stamp(self.ctx.clock)
         self.ctx.state.activate(
             self.model,
@@ -214,10 +214,14 @@ class Supervisor:
             self.failed = f"v{previous.seq} did not resume either: {back.reason}"
 
     def start(
-        self, version: Version, restore: str | None, previous: str | None, takeover: bool = True
+        self,
+        version: Version,
+        restore: str | None,
+        previous: str | None,
+        handing_over: bool = False,
     ) -> Takeover:
         """Start `version` from `restore` and judge whether it takes over; the record and the
-        history say how it went."""
+        history say how it went (a failed handover's event is the handover's to record)."""
         spec = stream_spec(version)
         root = self.ctx.project_dir
         output = places.output_of(root, spec)
@@ -226,7 +230,7 @@ class Supervisor:
         record = self._record(version, StreamState.STARTING, None, restore, previous)
         self.ctx.state.save_stream(record)
         if missing:
-            return self._refused(record, f"{', '.join(missing)} not set here", takeover)
+            return self._refused(record, f"{', '.join(missing)} not set here", handing_over)
         self.say(f"starting {self.model} v{version.seq} from {restore or 'nothing'}")
         began = time.monotonic()
         try:
@@ -234,13 +238,13 @@ class Supervisor:
                 launch_of(root, version, restore, output, places.checkpoints_of(root, spec))
             )
         except ModelError as error:
-            return self._refused(record, str(error), takeover)
+            return self._refused(record, str(error), handing_over)
         record = replace(record, job_id=job.job_id, address=job.address)
         self.ctx.state.save_stream(record)
         judged = confirm(job, spec, began)
         if not judged.confirmed:
             job.cancel()
-            return self._refused(record, judged.reason, takeover, job.job_id)
+            return self._refused(record, judged.reason, handing_over, job.job_id)
         metrics = job.metrics()
         record = replace(
             record,
@@ -249,11 +253,7 @@ class Supervisor:
             checkpoints=metrics.completed_checkpoints,
             updated_at=stamp(self.ctx.clock),
         )
-        kind = (
-            "takeover"
-            if takeover and previous not in (None, version.version_id)
-            else "stream_start"
-        )
+        kind = "takeover" if handing_over else "stream_start"
         self.ctx.state.save_stream(
             record,
             self._event(
@@ -348,16 +348,13 @@ class Supervisor:
 
     # helpers
     def _refused(
-        self, record: StreamRecord, reason: str, takeover: bool, job_id: str | None = None
+        self, record: StreamRecord, reason: str, handing_over: bool, job_id: str | None = None
     ) -> Takeover:
         version = self._version(record.version_id)
         failed = replace(record, state=StreamState.FAILED, updated_at=stamp(self.ctx.clock))
-        kind = "takeover_refused" if takeover else "stream_failed"
+        detail: dict[str, object] = {"job_id": job_id, "restored_from": record.restored_from}
         self.ctx.state.save_stream(
-            failed,
-            self._event(
-                kind, version, reason, {"job_id": job_id, "restored_from": record.restored_from}
-            ),
+            failed, None if handing_over else self._event("stream_failed", version, reason, detail)
         )
         self.say(f"{self.model} v{version.seq} did not take over: {reason}")
         return Takeover(False, reason)

@@ -27,7 +27,7 @@ POLL_SECONDS = 0.25
 # beyond a takeover's own timeout: stopping the running job with a savepoint, starting the JVM
 MARGIN_SECONDS = 90.0
 SETTLED = {True: StreamState.STOPPED, False: StreamState.RUNNING}
-ANSWERS = ("stream_start", "takeover", "takeover_failed", "takeover_refused", "stream_failed")
+ANSWERS = ("stream_start", "takeover", "takeover_failed", "stream_failed")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 -- savepoint tidegate took and the newest checkpoint the job completed (with the count since it
 -- started); the supervisor process that runs it and when it last reported. One row per model,
 -- rewritten as the stream changes; its history is in `events` (stream_start, savepoint,
--- takeover, takeover_failed, takeover_refused, stream_failed).
+-- takeover, takeover_failed, stream_failed).
 CREATE TABLE streams (
     model               TEXT COLLATE "C" PRIMARY KEY,
     version_id          TEXT COLLATE "C" NOT NULL REFERENCES versions (version_id),
