@@ -34,6 +34,7 @@ from tests.state.postgres_kit import (
     unique_name,
 )
 from tests.state.queue_contract import QueueStoreContract
+from tests.state.stream_contract import StreamStoreContract
 from tests.state.taint_contract import (
     DAY,
     MONTH_END,
@@ -92,7 +93,13 @@ def pg_store(schema: str) -> Iterator[PostgresStateStore]:
         opened.close()
 
 
-class TestPostgres(StateStoreContract, TaintStoreContract, QueueStoreContract, CursorStoreContract):
+class TestPostgres(
+    StateStoreContract,
+    TaintStoreContract,
+    QueueStoreContract,
+    CursorStoreContract,
+    StreamStoreContract,
+):
     @pytest.fixture
     def store(self, pg_store: PostgresStateStore) -> StateStore:
         return pg_store

@@ -13,13 +13,20 @@ import pytest
 from tests.state.contract import RUN_A, V1, StateStoreContract, run
 from tests.state.cursor_contract import CursorStoreContract
 from tests.state.queue_contract import QueueStoreContract
+from tests.state.stream_contract import StreamStoreContract
 from tests.state.taint_contract import TaintStoreContract
 from tidegate.domain.errors import StateStoreError, UsageError
 from tidegate.state.base import StateStore
 from tidegate.state.sqlite import SCHEMA_VERSION, SQLiteStateStore, migrations
 
 
-class TestSQLite(StateStoreContract, TaintStoreContract, QueueStoreContract, CursorStoreContract):
+class TestSQLite(
+    StateStoreContract,
+    TaintStoreContract,
+    QueueStoreContract,
+    CursorStoreContract,
+    StreamStoreContract,
+):
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[StateStore]:
         opened = SQLiteStateStore(tmp_path / ".tidegate" / "state.db")
