@@ -161,6 +161,7 @@ def model_header() -> str:
         ("python", "Python models (`@tidegate.model(...)`)", model_file.PythonHeader),
         ("command", "Command models (`models/NAME.toml`)", model_file.CommandHeader),
         ("dbt", 'dbt models (`models/NAME.toml`, `kind = "dbt"`)', model_file.DbtHeader),
+        ("flink", 'Flink models (`models/NAME.toml`, `kind = "flink"`)', model_file.FlinkHeader),
         (
             "update",
             'Update models (`models/NAME.toml`, `write_mode = "update"`)',
@@ -188,6 +189,9 @@ def model_header() -> str:
             )
         parts.append("Besides the keys of every model:\n")
         parts.append(_fields_table(kind, own))
+        if kind is model_file.FlinkHeader:
+            parts.append("The `[output]` table:\n")
+            parts.append(_fields_table(model_file.FlinkOutputDecl))
     return "\n".join(parts)
 
 

@@ -204,7 +204,7 @@ def status(document: dict[str, Any]) -> None:
         )
     console.print(table)
     for m in document["models"]:
-        line = _deploy_line(m)
+        line = _stream_line(m["model"], m["stream"]) if m.get("stream") else _deploy_line(m)
         if line:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         if m.get("cursor"):
@@ -229,6 +229,28 @@ def _not_right(counts: dict[str, int]) -> str:
     """Published partitions that must not be read as green, by why."""
     found = [f"{counts[key]} {label}" for key, label in MARKED if counts.get(key)]
     return ", ".join(found) or "-"
+
+
+def _stream_line(model: str, stream: dict[str, Any]) -> str:
+    """What a stream model's job does, from where, and whether anything supervises it."""
+    state, seq = stream["state"], stream["version_seq"]
+    line = f"{model}: stream {state}, v{seq}"
+    if stream["previous_version_id"] and state in ("starting", "handover"):
+        line += f" taking over from {stream['previous_version_id']}"
+    line += f", started from {stream['restore_point'] or 'nothing'}"
+    if stream["checkpoint"]:
+        line += f"; newest checkpoint {stream['checkpoint']} ({stream['checkpoints']} since start)"
+    if stream["savepoint"]:
+        line += f"; newest savepoint {stream['savepoint']}"
+    if stream["supervised"]:
+        where = f" at {stream['address']}" if stream["address"] and state == "running" else ""
+        return f"{line}; supervised by pid {stream['supervisor_pid']}{where}"
+    if state == "stopped":
+        return f"{line}; not supervised (`tidegate stream start {model}` resumes it)"
+    return (
+        f"{line}; its supervisor (pid {stream['supervisor_pid']}) is gone: "
+        f"`tidegate stream start {model}` resumes from the newest restore point"
+    )
 
 
 def _cursor_line(model: str, cursor: dict[str, Any]) -> str:

@@ -86,8 +86,9 @@ def _params(command: click.Command, path: str) -> Iterator[tuple[str, click.Para
     for param in command.params:
         yield path, param
     if isinstance(command, click.Group):
-        for name, sub in subcommands(command).items():  # hidden ones too (`backfill MODEL`)
-            yield from _params(sub, f"{path} {name}")
+        for name, sub in subcommands(command).items():
+            # a hidden subcommand is its group's main form (`backfill MODEL`): documented there
+            yield from _params(sub, path if sub.hidden else f"{path} {name}")
 
 
 def test_every_cli_option_and_argument_has_help() -> None:
@@ -132,7 +133,6 @@ def test_the_cli_page_shows_every_command_and_option() -> None:
     markdown = HOOK.cli_reference()
     assert "Sentinel" not in markdown and "UNSET" not in markdown
     for path, param in _params(cli, "tidegate"):
-        path = path.removesuffix(" start")  # the main form of `backfill MODEL`, `recover MODEL`
         section = markdown.split(f"`{path}` {{ #{path.replace(' ', '-')} }}", 1)[-1]
         section = re.split(r"\n##+ `", section, maxsplit=1)[0]
         if isinstance(param, click.Option):

@@ -16,6 +16,7 @@ from tidegate.flink.places import plain_path
 
 TIMEOUT_SECONDS = 5.0
 POLL_SECONDS = 0.2
+TRACEBACK = "Traceback (most recent call last):"
 # a Python traceback's last line: `UnicodeDecodeError: 'utf-8' codec can't decode…`
 PYTHON_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit): ")
 
@@ -51,7 +52,9 @@ def root_cause(trace: str) -> str:
     """The error a Java trace comes down to: the Python exception it carries (a Python
     function's traceback is inside it), else its last `Caused by:`, else its first line."""
     lines = [line.strip() for line in trace.splitlines() if line.strip()]
-    python = [line for line in lines if PYTHON_ERROR.match(line)]
+    traceback = next((i for i, line in enumerate(lines) if line.startswith(TRACEBACK)), None)
+    after = [] if traceback is None else lines[traceback:]
+    python = [line for line in after if PYTHON_ERROR.match(line)]
     if python:
         return python[-1][:500]
     causes = [line for line in lines if line.startswith("Caused by:")]

@@ -192,20 +192,27 @@ def _deploy_doc(
     state: ModelState | None,
     events: list[Event],
 ) -> dict[str, Any] | None:
-    """A deploy is pending until a run publishes a partition with the deployed version.
-    `events`: the active version's history."""
+    """A deploy is pending until a run publishes a partition with the deployed version (a
+    stream's: until its takeover was confirmed). `events`: the active version's history."""
     if active is None or state is None or state.deployed_at is None:
         return None
     run_id = ctx.state.confirming_run(model)
     checked = [e.detail for e in events if e.kind == "correctness" and e.detail]
     return {
         "version": f"v{active.seq}",
-        "state": "confirmed" if run_id else "pending",
+        "state": "confirmed" if run_id or _took_over(events) else "pending",
         "confirmed_by_run": run_id,
         "correctness": (
             {k: checked[-1][k] for k in ("partition", "against", "agree")} if checked else None
         ),
     }
+
+
+def _took_over(events: list[Event]) -> bool:
+    """Whether a stream's active version took over since it was last made active."""
+    kinds = [e.kind for e in events]
+    made = max((i for i, k in enumerate(kinds) if k in ("deploy", "rollback")), default=-1)
+    return any(k in ("takeover", "stream_start") for k in kinds[made + 1 :])
 
 
 def _next_partition(
