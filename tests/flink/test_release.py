@@ -125,6 +125,19 @@ def test_validate_refuses_renamed_uid_and_changed_state(tmp_path: Path) -> None:
         assert said in json.loads(done.stdout)["summary"], done.stdout
     refused = tidegate(project, "deploy", MODEL, ok=False)
     assert refused.returncode == 3 and "failed" in refused.stderr
+    # a stream has no partitions to compute: refused before anything is written
+    runs = len(document(project, "history", MODEL)["events"])
+    for command in (
+        ("backfill", MODEL, "--partitions", "all"),
+        ("rerun", MODEL, "--partitions", "all"),
+        ("run", MODEL),
+    ):
+        done = tidegate(project, *command, ok=False)
+        assert done.returncode == 2 and "is a stream model" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert len(document(project, "history", MODEL)["events"]) == runs
+    tick = tidegate(project, "run")
+    assert "a stream, run by its supervisor" in tick.stdout + tick.stderr
 
 
 def test_a_crash_looping_version_is_rolled_back_by_the_deploy(tmp_path: Path) -> None:

@@ -95,10 +95,21 @@ def active_version(
     version = ctx.state.active_version(model)
     if version is None:
         raise UsageError(f"model {model!r} has no active version; run `tidegate deploy {model}`")
+    refuse_stream(version, command)
     if state is not None and state.paused and not force_paused:
         override = " (or --force)" if command == KIND else ""
         raise RefusedError(f"model {model!r} is paused; `tidegate unpause {model}` first{override}")
     return version
+
+
+def refuse_stream(version: Version, command: str) -> None:
+    """A stream model has no partitions to compute: its job runs under its supervisor."""
+    if version.spec.stream is not None:
+        raise UsageError(
+            f"{version.model} is a stream model: `tidegate {command}` computes partitions, "
+            f"a stream runs under `tidegate stream start {version.model}` and is released with "
+            "deploy, rollback, pause and unpause"
+        )
 
 
 def selected_windows(ctx: Context, request: Request) -> tuple[str, list[tuple[int, int]]]:

@@ -29,6 +29,7 @@ from tidegate.execution.executor import Options, Outcome
 from tidegate.execution.restore import RestoreStager
 from tidegate.execution.session import writer_session
 from tidegate.ops.announce import Published, announce, announce_start
+from tidegate.ops.backfill import refuse_stream
 from tidegate.ops.context import Context
 from tidegate.ops.deploy import resolve
 from tidegate.state.base import Event
@@ -175,6 +176,7 @@ def _version(ctx: Context, name: str, version_ref: str | None) -> Version:
     version = resolve(ctx, name, version_ref) if version_ref else ctx.state.active_version(name)
     if version is None:
         raise UsageError(f"model {name!r} has no active version; run `tidegate deploy {name}`")
+    refuse_stream(version, "rerun")
     return version
 
 

@@ -17,6 +17,7 @@ from tidegate.execution.reconcile import Reconciliation
 from tidegate.execution.session import writer_session
 from tidegate.ops import correctness
 from tidegate.ops.announce import Published, announce, announce_start
+from tidegate.ops.backfill import refuse_stream
 from tidegate.ops.context import Context
 from tidegate.ops.cursor import cursor_batches, cursor_engine, position
 from tidegate.ops.schedule import CATCH_UP, due_partitions
@@ -36,7 +37,7 @@ class RunResult:
 
 
 def _plan(
-    ctx: Context, models: list[str], partition: str | None, force: bool
+    ctx: Context, models: list[str], partition: str | None, force: bool, named: bool
 ) -> tuple[list[tuple[Version, PartitionRange | None]], list[str]]:
     """Per model, the partitions to run; None for a cursor model, whose interval is read from
     its source once the run holds the warehouse."""
@@ -52,6 +53,11 @@ def _plan(
                     f"model {name!r} has no active version; run `tidegate deploy {name}`"
                 )
             notes.append(f"{name}: no active version, not run")
+            continue
+        if version.spec.stream is not None:
+            if named:
+                refuse_stream(version, "run")
+            notes.append(f"{name}: a stream, run by its supervisor")
             continue
         if model_state is not None and model_state.paused:
             if partition is None:
@@ -101,7 +107,7 @@ def run(
     if partition is not None and len(models) != 1:
         raise UsageError("--partition needs exactly one MODEL")
     selected = models or list(project.order)
-    plan, notes = _plan(ctx, selected, partition, force)
+    plan, notes = _plan(ctx, selected, partition, force, named=bool(models))
     pending = correctness.pending_deploys(ctx, [version for version, _ in plan])
     with writer_session(project, ctx.state, ctx.clock, ctx.wait) as session:
         if any(chosen is None for _, chosen in plan):

@@ -100,6 +100,9 @@ def await_release(ctx: Context, version: Version, known_events: int) -> str:
     spec = stream_spec(version)
     if not supervised(ctx, version.model):
         return f"the stream is not running: `tidegate stream start {version.model}` starts it"
+    state = ctx.state.model_state(version.model)
+    if state is not None and state.paused:
+        return f"the stream is paused: `tidegate unpause {version.model}` starts it"
     deadline = time.monotonic() + spec.confirm_timeout_seconds + MARGIN_SECONDS
     while time.monotonic() < deadline:
         answer = _answer(ctx.state.events(version.model)[known_events:], version)
@@ -148,6 +151,8 @@ def await_pause(ctx: Context, model: str, paused: bool, timeout: float = MARGIN_
     """Wait for the supervisor to stop (pause) or start (unpause) the job."""
     if not supervised(ctx, model):
         return "the stream is not running"
+    if ctx.state.stream(model) is None or ctx.state.active_version(model) is None:
+        return "the stream has not run yet"
     wanted = SETTLED[paused]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
