@@ -127,6 +127,12 @@ BAD_DECLARATIONS = [
         "env =",
         "env: 'NOT-A-NAME' is not a variable name",
     ),
+    (
+        PARALLELISM,
+        PARALLELISM + '\nenv = ["PGPASSWORD"]',
+        "env =",
+        "env: PGPASSWORD holds libpq's password variable; tidegate's secrets are never given",
+    ),
     ('path = "out/orders_per_day"\n', "", "[output]", "output.path: required key is missing"),
     ('format = "csv"', 'format = "parquet"', "format =", "output.format: Input should be 'csv'"),
 ]

@@ -201,6 +201,14 @@ def _refuse_secret_variables(
     `env_passthrough` would hand one over is refused, at the line of the key at fault."""
     secret = settings.secret_variables()
     for name, spec in models.items():
+        named = [v for v in spec.stream.env if v in secret] if spec.stream is not None else []
+        if named:
+            raise ConfigError(
+                spec.path,
+                f"env: {named[0]} holds {secret[named[0]]}; tidegate's secrets are never given "
+                "to a job",
+                model_files[name].header_line("env"),
+            )
         if spec.program is None:
             continue
         uses = secret_uses(spec.program.env, spec.program.passthrough, secret)
