@@ -93,6 +93,8 @@ VARIANTS = {
         ("self.totals.value() or (0, 0)", 'map(int, (self.totals.value() or "0|0").split("|"))'),
         ("self.totals.update((total, count))", 'self.totals.update(f"{total}|{count}")'),
     ),
+    # the same uid, the state's integers read as floats: nothing fails, the totals go wrong
+    "float_state": (("[Types.LONG(), Types.LONG()]", "[Types.DOUBLE(), Types.DOUBLE()]"),),
     # parsing fails on every order: a version that cannot run
     "crash": (("return order_id, day, int(amount)", 'raise ValueError(f"cannot parse {line!r}")'),),
 }

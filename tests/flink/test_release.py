@@ -68,11 +68,18 @@ def test_deploy_hands_over_by_savepoint_and_rolls_back(tmp_path: Path) -> None:
         assert first["stream"].startswith("took over from nothing"), first
         wait_caught_up(project)
         write_orders(project, 2)
+        # a version whose state reads wrong runs without a failure: its rows give it away
+        use_job(project, "float_state")
+        tidegate(project, "build")
+        corrupt = validate_with_input(project)
+        assert corrupt.returncode == 1, corrupt.stdout + corrupt.stderr
+        assert "differ from v1's" in json.loads(corrupt.stdout)["summary"], corrupt.stdout
         use_job(project, "v2")
         tidegate(project, "build")
         validated = validate_with_input(project)
         assert validated.returncode == 0, validated.stdout + validated.stderr
-        assert json.loads(validated.stdout)["partitions"][0]["rows"] > 0
+        gate = json.loads(validated.stdout)
+        assert gate["partitions"][0]["rows"] > 0 and "equal v1's" in gate["summary"], gate
         second = document(project, "deploy", MODEL)
         savepoint = second["stream"].removeprefix("took over from ").split(":")[0]
         assert Path(savepoint).is_dir() and (Path(savepoint) / "_metadata").is_file()

@@ -6,6 +6,7 @@ to (flink/rest.py). No Flink runs here."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tidegate.domain.stream import (
     Step,
     StreamOutput,
     StreamSpec,
+    compare_rows,
     judge_takeover,
     newer_output,
     next_step,
@@ -455,3 +457,50 @@ def test_otherwise_the_first_line() -> None:
     )
     assert root_cause("") == "unknown error"
     assert len(root_cause("x" * 2000)) == 500
+
+
+# comparing a new version's rows with the running version's, by key
+RUNNING_COLUMNS = ("order_id", "day", "amount", "day_total")
+NEW_COLUMNS = ("order_id", "day", "amount", "day_total", "band")
+
+
+def by_key(rows: list[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[str, ...]]:
+    return {(row[0],): row for row in rows}
+
+
+def test_rows_equal_on_the_shared_columns_agree_and_the_new_column_is_not_compared() -> None:
+    running = by_key([("o1", "d1", "5", "5"), ("o2", "d1", "7", "12")])
+    new = [("o1", "d1", "5", "5", "small"), ("o2", "d1", "7", "12", "small")]
+    found = compare_rows(new, NEW_COLUMNS, running, RUNNING_COLUMNS, ("order_id",))
+    assert (found.compared, found.unmatched, found.differing) == (2, 0, ())
+    assert found.columns == ("day", "amount", "day_total") and found.agrees
+    assert found.describe("v1") == "2 row(s) equal v1's on day, amount, day_total"
+
+
+def test_a_differing_value_is_named_by_key_column_and_both_values() -> None:
+    running = by_key([("o1", "d1", "5", "5"), ("o2", "d1", "7", "12")])
+    new = [("o1", "d1", "5", "5.0", "small"), ("o2", "d1", "7", "12", "small")]
+    found = compare_rows(new, NEW_COLUMNS, running, RUNNING_COLUMNS, ("order_id",))
+    assert found.differing == (("o1", "day_total", "5", "5.0"),) and not found.agrees
+    assert found.describe("v1").startswith("1 value(s) differ from v1's in 2 row(s) compared")
+    assert "o1 day_total: '5' → '5.0'" in found.describe("v1")
+
+
+def test_rows_the_running_version_has_not_written_are_unmatched_and_nothing_compared_fails() -> (
+    None
+):
+    found = compare_rows(
+        [("o9", "d1", "1", "1", "small")], NEW_COLUMNS, {}, RUNNING_COLUMNS, ("order_id",)
+    )
+    assert (found.compared, found.unmatched) == (0, 1) and not found.agrees
+    assert "no row to compare with v1's" in found.describe("v1")
+
+
+def test_csv_rows_of_another_layout_are_passed_over_and_recent_files_are_found(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.csv").write_text("o1,d1,5,5\no2,d1,7,12,small\n")
+    (tmp_path / "old.csv").write_text("o0,d1,1,1\n")
+    os.utime(tmp_path / "old.csv", (1_000_000, 1_000_000))
+    assert list(places.csv_rows(tmp_path, ["a.csv"], 4)) == [["o1", "d1", "5", "5"]]
+    assert places.committed_since(tmp_path, 2_000_000) == ["a.csv"]

@@ -10,7 +10,7 @@ what the ledger asks for and what runs, and which output files a restore point m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -27,6 +27,8 @@ class StreamOutput:
     # replaying events into it leaves it as it was (e.g. a keyed upsert downstream): a
     # rollback that re-reads events then needs no approval
     idempotent: bool = False
+    # the columns identifying a row (one event's): what validate compares rows by
+    key: tuple[str, ...] = ()
 
     def config(self) -> dict[str, Any]:
         return {
@@ -34,6 +36,7 @@ class StreamOutput:
             "format": self.format,
             "columns": list(self.columns),
             "idempotent": self.idempotent,
+            "key": list(self.key),
         }
 
 
@@ -93,6 +96,7 @@ def stream_from_config(data: Mapping[str, Any]) -> StreamSpec:
             format=output["format"],
             columns=tuple(output["columns"]),
             idempotent=bool(output["idempotent"]),
+            key=tuple(output["key"]),
         ),
         flink_version=data["flink"],
         checkpoint_interval_ms=int(data["checkpoint_interval_ms"]),
@@ -221,3 +225,63 @@ def newer_output(at_restore_point: Iterable[str], now: Iterable[str]) -> list[st
     they hold, so they must leave the output first or their rows would be counted twice."""
     kept = set(at_restore_point)
     return sorted(path for path in now if path not in kept)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A new version's output rows against the running version's rows of the same events
+    (matched by the declared key), on the columns both have."""
+
+    compared: int  # rows of the new version whose key the running version wrote too
+    unmatched: int  # rows whose key the running version has not written (yet)
+    differing: tuple[tuple[str, str, str, str], ...]  # (key, column, running, new), all of them
+    columns: tuple[str, ...]  # the columns compared
+
+    @property
+    def agrees(self) -> bool:
+        return self.compared > 0 and not self.differing
+
+    def describe(self, against: str, shown: int = 3) -> str:
+        """How it went, against the running version (`against` names it)."""
+        if not self.compared:
+            return (
+                f"no row to compare with {against}'s: it has not written the same events "
+                f"({self.unmatched} row(s) of the new version unmatched)"
+            )
+        if not self.differing:
+            return f"{self.compared} row(s) equal {against}'s on {', '.join(self.columns)}"
+        examples = "; ".join(
+            f"{key} {column}: {old!r} → {new!r}" for key, column, old, new in self.differing[:shown]
+        )
+        return (
+            f"{len(self.differing)} value(s) differ from {against}'s in {self.compared} row(s) "
+            f"compared: {examples}"
+        )
+
+
+def compare_rows(
+    new_rows: Iterable[Sequence[str]],
+    new_columns: Sequence[str],
+    running_rows: Mapping[tuple[str, ...], Sequence[str]],
+    running_columns: Sequence[str],
+    key: Sequence[str],
+) -> Comparison:
+    """Compare rows of the new version with the running version's rows by key (the running
+    rows already indexed by their key), on the columns both declare."""
+    shared = tuple(c for c in new_columns if c in running_columns and c not in key)
+    at_new = {c: i for i, c in enumerate(new_columns)}
+    at_running = {c: i for i, c in enumerate(running_columns)}
+    compared = unmatched = 0
+    differing: list[tuple[str, str, str, str]] = []
+    for row in new_rows:
+        identity = tuple(row[at_new[c]] for c in key)
+        found = running_rows.get(identity)
+        if found is None:
+            unmatched += 1
+            continue
+        compared += 1
+        for column in shared:
+            old, new = found[at_running[column]], row[at_new[column]]
+            if old != new:
+                differing.append((",".join(identity), column, old, new))
+    return Comparison(compared, unmatched, tuple(differing), shared)

@@ -8,9 +8,10 @@ copy. A rollback to an older version runs the older code, whatever the project f
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tidegate.domain.errors import ModelError
@@ -135,3 +136,17 @@ def count_rows(output: Path, files: Sequence[str]) -> int:
         with (output / name).open("rb") as handle:
             total += sum(1 for line in handle if line.strip())
     return total
+
+
+def committed_since(output: Path, since: float) -> list[str]:
+    """Committed output files last written at or after `since` (epoch seconds)."""
+    return [name for name in committed_output(output) if (output / name).stat().st_mtime >= since]
+
+
+def csv_rows(output: Path, files: Sequence[str], width: int) -> Iterator[list[str]]:
+    """The CSV rows of output files that hold `width` fields (others are another layout's)."""
+    for name in files:
+        with (output / name).open(newline="") as handle:
+            for row in csv.reader(handle):
+                if len(row) == width:
+                    yield row

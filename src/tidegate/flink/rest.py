@@ -52,7 +52,7 @@ def root_cause(trace: str) -> str:
     """The error a Java trace comes down to: the Python exception it carries (a Python
     function's traceback is inside it), else its last `Caused by:`, else its first line."""
     lines = [line.strip() for line in trace.splitlines() if line.strip()]
-    traceback = next((i for i, line in enumerate(lines) if line.startswith(TRACEBACK)), None)
+    traceback = next((i for i, line in enumerate(lines) if TRACEBACK in line), None)
     after = [] if traceback is None else lines[traceback:]
     python = [line for line in after if PYTHON_ERROR.match(line)]
     if python:

@@ -18,7 +18,7 @@ from tidegate.domain.gate import Gate, is_flaky
 from tidegate.domain.ids import new_gate_id
 from tidegate.domain.model import Version
 from tidegate.domain.partitions import WHOLE_LABEL
-from tidegate.domain.stream import JobStatus, StreamState, Takeover
+from tidegate.domain.stream import Comparison, JobStatus, StreamState, Takeover, compare_rows
 from tidegate.flink import places
 from tidegate.flink.rest import trigger_savepoint
 from tidegate.flink.runtime import SAVEPOINT_TIMEOUT_SECONDS, RunningJob, start
@@ -34,14 +34,26 @@ from tidegate.ops.stream import (
 from tidegate.ops.stream_lock import supervised
 from tidegate.state.base import Event
 
+# a file holding events the shadow read may have been last written just before the validation
+RECENT_MARGIN_SECONDS = 5.0
+# how long the running version may lag behind the shadow's output
+COMPARE_WAIT_SECONDS = 15.0
+
 
 def validate_stream(ctx: Context, version: Version) -> Gate:
     root = ctx.project_dir
-    restore = _restore_point(ctx, version)
+    began = time.time()
+    restore, running = _restore_point(ctx, version)
     shadow = places.shadow_of(root, version)
     shutil.rmtree(shadow, ignore_errors=True)
     output, checkpoints = shadow / "output", shadow / "checkpoints"
     judged, rows = _shadow_run(ctx, version, restore, output, checkpoints)
+    if judged.confirmed and running is not None:
+        compared = _compared(ctx, version, running, output, began)
+        if compared is not None:
+            judged = Takeover(
+                compared.agrees, f"{judged.reason}; {compared.describe(f'v{running.seq}')}"
+            )
     summary = (
         f"started from {restore or 'nothing'}: {judged.reason}"
         if judged.confirmed
@@ -94,10 +106,10 @@ def validate_stream(ctx: Context, version: Version) -> Gate:
     return gate
 
 
-def _restore_point(ctx: Context, version: Version) -> str | None:
+def _restore_point(ctx: Context, version: Version) -> tuple[str | None, Version | None]:
     """A running stream's state now, as a savepoint taken through its job's REST API (its
-    checkpoints are Flink's to delete as newer ones complete); a stopped or dead one's restore
-    point."""
+    checkpoints are Flink's to delete as newer ones complete), with the version running; a
+    stopped or dead one's restore point."""
     spec = stream_spec(version)
     record = ctx.state.stream(version.model)
     if (
@@ -107,18 +119,49 @@ def _restore_point(ctx: Context, version: Version) -> str | None:
         or record.job_id is None
         or not supervised(ctx, version.model)
     ):
-        return restore_point(ctx, record, spec)
+        return restore_point(ctx, record, spec), None
+    running = ctx.state.get_version(record.version_id)
     try:
         return trigger_savepoint(
             record.address,
             record.job_id,
             places.savepoints_of(ctx.project_dir, spec),
             SAVEPOINT_TIMEOUT_SECONDS,
-        )
+        ), running
     except (OSError, RuntimeError, KeyError, ValueError) as error:
         raise OperationFailed(
             f"{version.model}: no savepoint of the running job to validate from ({error})"
         ) from None
+
+
+def _compared(
+    ctx: Context, version: Version, running: Version, output: Path, began: float
+) -> Comparison | None:
+    """The shadow's rows against the running version's rows of the same events, when the
+    output declares a key (domain/stream.compare_rows); the running version may be a moment
+    behind, so its output is read again until it holds every key the shadow wrote, or the
+    wait is over."""
+    spec, theirs = stream_spec(version), stream_spec(running)
+    if not spec.output.key or not set(spec.output.key) <= set(theirs.output.columns):
+        return None
+    key = spec.output.key
+    mine = list(places.csv_rows(output, places.committed_output(output), len(spec.output.columns)))
+    wanted = {tuple(row[spec.output.columns.index(c)] for c in key) for row in mine}
+    at = [theirs.output.columns.index(c) for c in key]
+    production = places.output_of(ctx.project_dir, theirs)
+    deadline = time.monotonic() + COMPARE_WAIT_SECONDS
+    while True:
+        # files written since the validation began hold the events the shadow read too
+        recent = places.committed_since(production, began - RECENT_MARGIN_SECONDS)
+        indexed = {
+            identity: row
+            for row in places.csv_rows(production, recent, len(theirs.output.columns))
+            if (identity := tuple(row[i] for i in at)) in wanted
+        }
+        found = compare_rows(mine, spec.output.columns, indexed, theirs.output.columns, key)
+        if not found.unmatched or time.monotonic() >= deadline:
+            return found
+        time.sleep(POLL_SECONDS)
 
 
 def _shadow_run(

@@ -85,6 +85,14 @@ def flink_spec(
             raise ConfigError(
                 model.path, f"env: {variable!r} is not a variable name", model.header_line("env")
             )
+    names = [c.name for c in columns]
+    for column in header.output.key:
+        if column not in names:
+            raise ConfigError(
+                model.path,
+                f"output.key: {column!r} is not in columns",
+                model.header_line("output", "key"),
+            )
     stream = StreamSpec(
         job=header.job,
         checkpoints=header.checkpoints,
@@ -95,6 +103,7 @@ def flink_spec(
             format=header.output.format,
             columns=tuple(c.name for c in columns),
             idempotent=header.output.idempotent,
+            key=tuple(header.output.key),
         ),
         flink_version=installed_flink() or "",
         checkpoint_interval_ms=round(header.checkpoint_interval_seconds * 1000),

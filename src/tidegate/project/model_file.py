@@ -399,6 +399,12 @@ class FlinkOutputDecl(_Strict):
         description="Whether replaying events into the output leaves it as it was (a keyed "
         "upsert downstream): a rollback that re-reads events then needs no `--approve`.",
     )
+    key: list[str] = Field(
+        default=[],
+        description="The columns that identify an output row (one event's): `validate` then "
+        "compares the new version's rows with the running version's, row by row, on the "
+        "columns both have.",
+    )
 
 
 class FlinkHeader(Declaration):
