@@ -170,6 +170,14 @@ def test_a_crash_looping_version_is_rolled_back_by_the_deploy(tmp_path: Path) ->
         assert stream["active_version"]["seq"] == 1 and stream["stream"]["state"] == "running"
         write_orders(project, 1)
         wait_caught_up(project)
+        # a pause stops the job with a savepoint; the orders of the pause wait for the unpause
+        paused = document(project, "pause", MODEL)
+        assert paused["stream"].startswith("stopped with savepoint"), paused
+        write_orders(project, 1)
+        assert not caught_up(project)
+        unpaused = document(project, "unpause", MODEL)
+        assert unpaused["stream"] == f"runs again from {paused['stream'].split()[-1]}", unpaused
+        wait_caught_up(project)
     finally:
         assert supervisor.stop() == 0
 
