@@ -47,6 +47,10 @@ class Launch:
     restart_attempts: int
 
 
+class JobLost(ModelError):
+    """The job or its MiniCluster stopped answering (its JVM gone, a savepoint that failed)."""
+
+
 class RestoreRefused(ModelError):
     """The job cannot start from the restore point (an operator's state maps to no operator)."""
 
@@ -73,13 +77,18 @@ class RunningJob:
         except Exception as error:
             # a MiniCluster shuts down once its job has ended
             if "already been shut down" not in str(error):
-                raise
+                raise JobLost(
+                    f"lost the Flink job {self.job_id}: {root_cause(str(error))}"
+                ) from None
             self._final = self._ended()
             return self._final
         return JobStatus(name)
 
     def metrics(self) -> JobMetrics:
-        return job_metrics(self.port, self.job_id)
+        try:
+            return job_metrics(self.port, self.job_id)
+        except (OSError, ValueError, KeyError) as error:
+            raise JobLost(f"the Flink job {self.job_id} does not answer: {error}") from None
 
     def failure(self) -> str | None:
         """The root cause of the job's failure, or of its newest restart, one line."""
@@ -99,10 +108,16 @@ class RunningJob:
         from pyflink.java_gateway import get_gateway
 
         canonical = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
-        future = self._client._j_job_client.stopWithSavepoint(
-            False, directory.resolve().as_uri(), canonical
-        )
-        path = str(future.get())
+        try:
+            future = self._client._j_job_client.stopWithSavepoint(
+                False, directory.resolve().as_uri(), canonical
+            )
+            path = str(future.get())
+        except Exception as error:
+            raise JobLost(
+                f"stopping the Flink job {self.job_id} with a savepoint failed: "
+                f"{root_cause(str(error))}"
+            ) from None
         self._final = JobStatus.FINISHED
         return path
 

@@ -43,7 +43,7 @@ from tidegate.domain.stream import (
     next_step,
 )
 from tidegate.flink import places
-from tidegate.flink.runtime import Launch, RunningJob, start
+from tidegate.flink.runtime import JobLost, Launch, RunningJob, start
 from tidegate.ops.context import Context
 from tidegate.ops.stream_lock import claimed
 from tidegate.state.base import Event
@@ -143,6 +143,8 @@ class Supervisor:
                 while not stopping.is_set() and self.failed is None:
                     self.tick()
                     stopping.wait(POLL_SECONDS)
+            except JobLost as lost:
+                self.lost(str(lost))
             finally:
                 if self.running is not None:
                     self.stop(StreamState.STOPPED, "the supervisor stopped")
@@ -313,25 +315,12 @@ class Supervisor:
         """Record the running job's checkpoints; a job that failed is recorded as failed."""
         now = time.monotonic()
         if self.running is None:
-            if now - self._beat >= HEARTBEAT_SECONDS:
-                self._beat = now
             return
         job = self.running.job
         status: JobStatus = job.status()
         if status.ended:
-            cause = job.failure() or status.value
-            version = self.running.version
-            record = replace(
-                self.running.record, state=StreamState.FAILED, updated_at=stamp(self.ctx.clock)
-            )
-            self.running = None
-            self.ctx.state.save_stream(
-                record, self._event("stream_failed", version, cause, {"job_id": record.job_id})
-            )
-            self.failed = (
-                f"{self.model} v{version.seq}'s job failed: {cause}; `tidegate stream start` "
-                "resumes it from its newest checkpoint"
-            )
+            seq = self.running.version.seq
+            self.lost(f"{self.model} v{seq}'s job failed: {job.failure() or status.value}")
             return
         if now - self._beat < HEARTBEAT_SECONDS:
             return
@@ -345,6 +334,21 @@ class Supervisor:
         )
         self.running.record = record
         self.ctx.state.save_stream(record)
+
+    def lost(self, why: str) -> None:
+        """The job stopped answering: recorded as failed; the next supervisor resumes it from
+        its newest checkpoint."""
+        if self.running is not None:
+            record = replace(
+                self.running.record, state=StreamState.FAILED, updated_at=stamp(self.ctx.clock)
+            )
+            version, self.running = self.running.version, None
+            self.ctx.state.save_stream(
+                record, self._event("stream_failed", version, why, {"job_id": record.job_id})
+            )
+        self.failed = (
+            f"{why}; `tidegate stream start {self.model}` resumes from the newest checkpoint"
+        )
 
     # helpers
     def _refused(
