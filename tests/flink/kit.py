@@ -166,14 +166,14 @@ class Supervisor:
     """`tidegate stream start MODEL` as a process of its own (a session of its own, so that a
     test can kill it alone)."""
 
-    def __init__(self, project: Path) -> None:
+    def __init__(self, project: Path, env: dict[str, str] | None = None) -> None:
         self.project = project
         self.log = project / "supervisor.log"
         with self.log.open("ab") as output:
             self.process = subprocess.Popen(
                 [str(flink_python()), "-m", "tidegate", "stream", "start", MODEL],
                 cwd=project,
-                env=environment(),
+                env={**environment(), **(env or {})},
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -190,6 +190,22 @@ class Supervisor:
         from tidegate.ops.stream_lock import supervised
 
         return supervised(Context(self.project), MODEL)
+
+    def descendants(self) -> list[int]:
+        """The processes the supervisor started (its JVM, the JVM's Python workers), by pid."""
+        parents: dict[int, int] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(stat.parent.name)] = int(fields[1])
+        found, frontier = [], [self.process.pid]
+        while frontier:
+            children = [pid for pid, parent in parents.items() if parent in frontier]
+            found += children
+            frontier = children
+        return found
 
     def stop(self) -> int:
         if self.process.poll() is None:

@@ -3,6 +3,7 @@ MiniClusters, under a supervisor process, through tidegate's own commands."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from pathlib import Path
@@ -62,11 +63,18 @@ def test_deploy_hands_over_by_savepoint_and_rolls_back(tmp_path: Path) -> None:
     project = example(tmp_path)
     tidegate(project, "build")
     write_orders(project, 3)
-    supervisor = Supervisor(project)
+    # a secret of tidegate's in the supervisor's environment (libpq's password variable)
+    supervisor = Supervisor(project, env={"PGPASSWORD": "hunter2-not-for-jobs"})
     try:
         first = document(project, "deploy", MODEL)
         assert first["stream"].startswith("took over from nothing"), first
         wait_caught_up(project)
+        # the job's processes (the JVM, its Python workers) never got it
+        processes = supervisor.descendants()
+        assert len(processes) >= 2, processes
+        for pid in processes:
+            with contextlib.suppress(OSError):
+                assert b"hunter2" not in Path(f"/proc/{pid}/environ").read_bytes(), pid
         write_orders(project, 2)
         # a version whose state reads wrong runs without a failure: its rows give it away
         use_job(project, "float_state")
