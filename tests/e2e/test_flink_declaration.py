@@ -158,3 +158,11 @@ def test_stream_start_refuses_a_model_that_is_not_a_stream(tmp_path: Path) -> No
     assert "daily_revenue is not a stream model" in line
     unknown = one_line_error(tidegate("stream", "start", "nosuch", "--project", project))
     assert "unknown model 'nosuch'" in unknown
+
+
+def test_show_partition_of_a_stream_points_at_status_and_history(stream: Path) -> None:
+    for _ in range(2):  # the project loaded, then read from the project cache
+        line = one_line_error(
+            tidegate("show", "partition", "orders_per_day", "all", "--project", stream)
+        )
+        assert "is a stream: it has no partitions" in line, line

@@ -235,6 +235,11 @@ def _next_partition(
 
 def show_partition(ctx: Context, model: str, label: str) -> dict[str, Any]:
     spec, active = _spec(ctx, model)
+    if spec.stream is not None:
+        raise UsageError(
+            f"{model} is a stream: it has no partitions; `tidegate status {model}` shows its "
+            f"job and `tidegate history {model}` its savepoints"
+        )
     key = spec.parse_partition(label)
     row = ctx.state.partition(model, key.start)
     if row is None:
