@@ -96,7 +96,7 @@ def stream_from_config(data: Mapping[str, Any]) -> StreamSpec:
             format=output["format"],
             columns=tuple(output["columns"]),
             idempotent=bool(output["idempotent"]),
-            key=tuple(output["key"]),
+            key=tuple(output.get("key", ())),
         ),
         flink_version=data["flink"],
         checkpoint_interval_ms=int(data["checkpoint_interval_ms"]),
