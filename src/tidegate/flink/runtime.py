@@ -51,10 +51,6 @@ class JobLost(ModelError):
     """The job or its MiniCluster stopped answering (its JVM gone, a savepoint that failed)."""
 
 
-class RestoreRefused(ModelError):
-    """The job cannot start from the restore point (an operator's state maps to no operator)."""
-
-
 class RunningJob:
     """A job submitted to a MiniCluster of this process."""
 
@@ -136,8 +132,8 @@ class RunningJob:
 
 
 def start(launch: Launch) -> RunningJob:
-    """Build the job from the project's function and submit it; RestoreRefused when its
-    restore point cannot be mapped onto it."""
+    """Build the job from the project's function and submit it; ModelError when it does not
+    start (its function fails, or its restore point's state maps to no operator of it)."""
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -160,10 +156,8 @@ def start(launch: Launch) -> RunningJob:
     try:
         client = env.execute_async(launch.name)
     except Exception as error:
-        cause = root_cause(str(error))
-        if "Cannot map checkpoint/savepoint state" in cause:
-            raise RestoreRefused(cause) from None
-        raise ModelError(f"{launch.name} did not start: {cause}") from None
+        # a restore point whose state maps to no operator is refused here ("Cannot map …")
+        raise ModelError(f"{launch.name} did not start: {root_cause(str(error))}") from None
     return RunningJob(client, port)
 
 
