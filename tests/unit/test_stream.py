@@ -23,7 +23,9 @@ from tidegate.domain.stream import (
     Observation,
     Step,
     StreamOutput,
+    StreamRecord,
     StreamSpec,
+    StreamState,
     compare_rows,
     judge_takeover,
     newer_output,
@@ -504,3 +506,58 @@ def test_csv_rows_of_another_layout_are_passed_over_and_recent_files_are_found(
     os.utime(tmp_path / "old.csv", (1_000_000, 1_000_000))
     assert list(places.csv_rows(tmp_path, ["a.csv"], 4)) == [["o1", "d1", "5", "5"]]
     assert places.committed_since(tmp_path, 2_000_000) == ["a.csv"]
+
+
+# where a stream resumes
+NEVER_RAN = StreamRecord(
+    model="orders_per_day",
+    version_id="v-1",
+    state=StreamState.STARTING,
+    job_id=None,
+    restored_from=None,
+    savepoint=None,
+    checkpoint=None,
+    checkpoints=0,
+    supervisor_pid=None,
+    supervisor_host=None,
+    heartbeat_at=None,
+    updated_at="2026-12-03T00:00:00+00:00",
+)
+
+
+def stream_record(state: StreamState, **fields: str) -> StreamRecord:
+    return replace(NEVER_RAN, state=state, **fields)
+
+
+def test_a_stream_never_run_starts_from_nothing(tmp_path: Path) -> None:
+    assert places.restore_point(None, tmp_path) is None
+
+
+def test_a_stopped_stream_resumes_from_its_savepoint_not_its_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "job-1" / "chk-9").mkdir(parents=True)
+    (tmp_path / "job-1" / "chk-9" / "_metadata").write_text("")
+    record = stream_record(StreamState.STOPPED, job_id="job-1", savepoint="/sp/1")
+    assert places.restore_point(record, tmp_path) == "/sp/1"
+
+
+def test_a_dead_streams_newest_checkpoint_on_disk_wins(tmp_path: Path) -> None:
+    for number in (3, 12):
+        (tmp_path / "job-1" / f"chk-{number}").mkdir(parents=True)
+        (tmp_path / "job-1" / f"chk-{number}" / "_metadata").write_text("")
+    (tmp_path / "job-1" / "chk-13").mkdir()  # in progress: no _metadata yet
+    for state in (StreamState.RUNNING, StreamState.STARTING, StreamState.FAILED):
+        record = stream_record(
+            state, job_id="job-1", checkpoint="/old/chk-2", savepoint="/sp/1", restored_from="/sp/0"
+        )
+        assert places.restore_point(record, tmp_path) == str(tmp_path / "job-1" / "chk-12")
+
+
+def test_without_checkpoints_on_disk_the_recorded_points_are_taken_in_order(
+    tmp_path: Path,
+) -> None:
+    handed = stream_record(StreamState.HANDOVER, savepoint="/sp/1", restored_from="/sp/0")
+    assert places.restore_point(handed, tmp_path) == "/sp/1"
+    started = stream_record(StreamState.STARTING, job_id="job-2", restored_from="/sp/0")
+    assert places.restore_point(started, tmp_path) == "/sp/0"
+    recorded = stream_record(StreamState.RUNNING, job_id="job-2", checkpoint="/c/chk-4")
+    assert places.restore_point(recorded, tmp_path) == "/c/chk-4"

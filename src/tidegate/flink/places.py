@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tidegate.domain.errors import ModelError
 from tidegate.domain.model import Version
-from tidegate.domain.stream import StreamSpec
+from tidegate.domain.stream import StreamRecord, StreamSpec, StreamState
 from tidegate.project.code_files import digest
 
 MANIFEST = "tidegate-output.json"
@@ -150,3 +150,15 @@ def csv_rows(output: Path, files: Sequence[str], width: int) -> Iterator[list[st
             for row in csv.reader(handle):
                 if len(row) == width:
                     yield row
+
+
+def restore_point(record: StreamRecord | None, checkpoints: Path) -> str | None:
+    """Where a stream resumes: after a stop, the savepoint it took; otherwise (its job or its
+    supervisor died) the last job's newest checkpoint in `checkpoints`, else the newest one it
+    recorded, else the savepoint it was started from."""
+    if record is None:
+        return None
+    if record.state is StreamState.STOPPED:
+        return record.savepoint
+    newest = newest_checkpoint(checkpoints, record.job_id) if record.job_id else None
+    return newest or record.checkpoint or record.savepoint or record.restored_from

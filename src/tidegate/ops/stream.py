@@ -58,18 +58,6 @@ def stream_spec(version: Version) -> StreamSpec:
     return version.spec.stream
 
 
-def restore_point(ctx: Context, record: StreamRecord | None, spec: StreamSpec) -> str | None:
-    """Where the stream resumes: after a stop, the savepoint it took; otherwise (its job or its
-    supervisor died) the last job's newest checkpoint, else the savepoint it was started from."""
-    if record is None:
-        return None
-    if record.state is StreamState.STOPPED:
-        return record.savepoint
-    checkpoints = places.checkpoints_of(ctx.project_dir, spec)
-    newest = places.newest_checkpoint(checkpoints, record.job_id) if record.job_id else None
-    return newest or record.checkpoint or record.savepoint or record.restored_from
-
-
 def confirm(job: RunningJob, spec: StreamSpec, began: float) -> Takeover:
     """Watch a job that just started until it can be judged (domain/stream.judge_takeover):
     restarts are seen in its status as well as in Flink's count, which lags."""
@@ -172,7 +160,8 @@ class Supervisor:
     def resume(self, version: Version) -> None:
         """Start the active version where the stream left off."""
         record = self.ctx.state.stream(self.model)
-        restore = restore_point(self.ctx, record, stream_spec(version))
+        spec = stream_spec(version)
+        restore = places.restore_point(record, places.checkpoints_of(self.ctx.project_dir, spec))
         judged = self.start(version, restore, record.version_id if record else None)
         if not judged.confirmed:
             self.failed = (

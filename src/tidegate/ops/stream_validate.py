@@ -28,7 +28,6 @@ from tidegate.ops.stream import (
     confirm,
     launch_of,
     missing_credentials,
-    restore_point,
     stream_spec,
 )
 from tidegate.ops.stream_lock import supervised
@@ -119,7 +118,7 @@ def _restore_point(ctx: Context, version: Version) -> tuple[str | None, Version 
         or record.job_id is None
         or not supervised(ctx, version.model)
     ):
-        return restore_point(ctx, record, spec), None
+        return places.restore_point(record, places.checkpoints_of(ctx.project_dir, spec)), None
     running = ctx.state.get_version(record.version_id)
     try:
         return trigger_savepoint(
