@@ -15,6 +15,7 @@ import click
 
 from tidegate.cli import Argument, common, emit
 from tidegate.domain.errors import OperationFailed, UsageError
+from tidegate.project.flink_model import INSTALL_HINT, installed_flink
 from tidegate.terminal import echo
 
 # how long `--detach` and `stop` wait for the supervisor to answer
@@ -59,6 +60,8 @@ def start(ctx: Any, as_json: bool, model: str, detach: bool) -> None:
     from tidegate.ops.stream_lock import supervised
 
     spec = _stream_model(ctx, model)
+    if installed_flink() is None:
+        raise UsageError(f"supervising {model} needs PyFlink beside tidegate: {INSTALL_HINT}")
     if supervised(ctx, model):
         record = ctx.state.stream(model)
         pid = record.supervisor_pid if record else None

@@ -166,3 +166,10 @@ def test_show_partition_of_a_stream_points_at_status_and_history(stream: Path) -
             tidegate("show", "partition", "orders_per_day", "all", "--project", stream)
         )
         assert "is a stream: it has no partitions" in line, line
+
+
+@without_pyflink
+def test_the_supervisor_needs_pyflink(stream: Path) -> None:
+    line = one_line_error(tidegate("stream", "start", "orders_per_day", "--project", stream))
+    assert "needs PyFlink beside tidegate: pip install 'tidegate[flink]'" in line, line
+    assert not (stream / ".tidegate" / "streams").exists()

@@ -127,6 +127,7 @@ class Supervisor:
     # the loop
     def run(self, stopping: Flag) -> None:
         with claimed(self.ctx, self.model):
+            self.say(f"supervising {self.model}: it runs its deployed version, when there is one")
             try:
                 while not stopping.is_set() and self.failed is None:
                     self.tick()
