@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.faults.ledger import wait_until
 from tests.kit import REPO
+from tests.ops.test_json_schemas import schema_name, validator
 from tidegate.execution.tool_venv import tool_executable
 
 if sys.version_info >= (3, 11):
@@ -71,8 +72,10 @@ def tidegate(project: Path, *args: str, ok: bool = True) -> subprocess.Completed
 
 
 def document(project: Path, *args: str) -> dict[str, Any]:
+    """`tidegate ARGS --json`: its one document, valid against the schema it names."""
     done = tidegate(project, *args, "--json")
     found: dict[str, Any] = json.loads(done.stdout)
+    validator(schema_name(found)).validate(found)
     return found
 
 

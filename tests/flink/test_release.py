@@ -106,6 +106,8 @@ def test_deploy_hands_over_by_savepoint_and_rolls_back(tmp_path: Path) -> None:
         wait_caught_up(project)
         # v2's output was withdrawn and its orders read again by v1: no band left
         assert {len(r) for r in orders_out(project)} == {5}
+        stopped = document(project, "stream", "stop", MODEL)
+        assert stopped["state"] == "stopped" and stopped["pid"] == supervisor.process.pid
     finally:
         assert supervisor.stop() == 0
     status = document(project, "status")

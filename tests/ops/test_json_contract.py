@@ -84,6 +84,8 @@ EXPECTED: dict[str, list[tuple[int, str]]] = {
     "restore": [(0, "restore")],
     "maintain": [(0, "maintain")],
     "worker": [(2, "error")],
+    "stream start": [(2, "error")],
+    "stream stop": [(2, "error")],
 }
 
 
@@ -195,6 +197,9 @@ def drive(runs: Runs, root: Path) -> None:
     runs.json("verify", "verify", *p)
     runs.json("report", "report", "--out", root / "report.html", *p)
     runs.json("worker", "worker", "--exit-when-idle", *p)  # the embedded default: refused
+    # a stream's supervisor (tests/flink validates its documents): not a stream model here
+    runs.json("stream start", "stream", "start", "daily_revenue", *p)
+    runs.json("stream stop", "stream", "stop", "daily_revenue", *p)
 
     # `ui` serves until stopped: its one document once it listens
     runs.record("ui", ui_until_listening(*p))

@@ -391,9 +391,11 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
     assert produced - files == set(), "documents whose schema has no file"
     # workers need a shared PostgreSQL ledger: tests/distributed validates their result and
     # events; restore and maintain need Iceberg tables: tests/iceberg/test_maintain.py
-    # validates them; a detached backfill's document: tests/ops/test_detach.py
+    # validates them; a detached backfill's document: tests/ops/test_detach.py; a stream's
+    # supervisor needs PyFlink: tests/flink/test_release.py
     # (tests/ops/test_json_contract.py runs every command once more)
     expected_elsewhere = {
+        "stream",
         "worker-result",
         "worker-event",
         "restore",
@@ -402,6 +404,7 @@ def test_every_schema_value_has_a_file_and_every_file_is_exercised(outputs: Outp
     }
     assert files - produced == expected_elsewhere, "schema files no test exercises"
     assert files == {
+        "stream",
         "backfill-detached",
         "worker-result",
         "worker-event",

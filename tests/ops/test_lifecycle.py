@@ -234,6 +234,7 @@ def test_a_paused_model_is_not_run_until_unpaused(project: Path) -> None:
         "model": "daily_revenue",
         "paused": False,
         "changed": True,
+        "stream": None,
     }
     cli(project, "run", "daily_revenue", "--partition", "2025-01-01")
     events = cli(project, "history", "daily_revenue").json()["events"]

@@ -10,26 +10,17 @@ from tidegate.state.base import Event
 from tidegate.state.ledger_tables import LedgerTables
 from tidegate.state.ledger_versions import insert_event
 
-COLUMNS = (
-    "model",
-    "version_id",
-    "state",
-    "job_id",
-    "restored_from",
-    "savepoint",
-    "checkpoint",
-    "checkpoints",
-    "supervisor_pid",
-    "supervisor_host",
-    "heartbeat_at",
-    "updated_at",
-    "previous_version_id",
-    "address",
-)
 UPSERT_STREAM = (
-    f"INSERT INTO streams ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)}) "
-    "ON CONFLICT (model) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "model")
+    "INSERT INTO streams (model, version_id, state, job_id, restored_from, savepoint, "
+    "checkpoint, checkpoints, supervisor_pid, supervisor_host, heartbeat_at, updated_at, "
+    "previous_version_id, address) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (model) DO UPDATE SET version_id = excluded.version_id, "
+    "state = excluded.state, job_id = excluded.job_id, restored_from = excluded.restored_from, "
+    "savepoint = excluded.savepoint, checkpoint = excluded.checkpoint, "
+    "checkpoints = excluded.checkpoints, supervisor_pid = excluded.supervisor_pid, "
+    "supervisor_host = excluded.supervisor_host, heartbeat_at = excluded.heartbeat_at, "
+    "updated_at = excluded.updated_at, previous_version_id = excluded.previous_version_id, "
+    "address = excluded.address"
 )
 
 
