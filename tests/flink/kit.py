@@ -223,6 +223,10 @@ class Supervisor:
 def validate_with_input(project: Path) -> subprocess.CompletedProcess[str]:
     """`tidegate validate MODEL --json` while orders arrive: an order file is written once the
     validation has its restore point (a new savepoint), so the shadow job reads it."""
+    # every order committed first: a savepoint taken while the sink has a file in progress
+    # carries that file's bucket, and a job restored from it writes the bucket where it was
+    # (docs/models/flink.md, "What is not there yet")
+    wait_caught_up(project)
     savepoints = project / "state" / MODEL / "savepoints"
     before = set(savepoints.glob("savepoint-*")) if savepoints.is_dir() else set()
     validating = subprocess.Popen(

@@ -108,6 +108,7 @@ def test_deploy_hands_over_by_savepoint_and_rolls_back(tmp_path: Path) -> None:
         assert {len(r) for r in orders_out(project)} == {5}
         stopped = document(project, "stream", "stop", MODEL)
         assert stopped["state"] == "stopped" and stopped["pid"] == supervisor.process.pid
+        assert supervisor.process.wait(timeout=60) == 0
     finally:
         assert supervisor.stop() == 0
     status = document(project, "status")
@@ -214,9 +215,14 @@ def test_sigkill_of_the_supervisor_during_a_deploy(tmp_path: Path) -> None:
     write_orders(project, 1)
     again = Supervisor(project)
     try:
-        wait_until("v2 running", lambda: True if caught_up(project) else None, timeout=120)
-        stream = document(project, "status")["models"][0]["stream"]
-        assert stream["state"] == "running" and stream["version_seq"] == 2
+
+        def resumed() -> dict[str, object] | None:
+            found: dict[str, object] = document(project, "status")["models"][0]["stream"]
+            return found if found["state"] != "starting" else None
+
+        stream = wait_until("v2 confirmed again", resumed, timeout=120)
+        assert stream["state"] == "running" and stream["version_seq"] == 2, stream
+        wait_caught_up(project)
     finally:
         assert again.stop() == 0
     assert totals(orders_out(project)) == totals(orders_in(project))
