@@ -249,3 +249,18 @@ def validate_with_input(project: Path) -> subprocess.CompletedProcess[str]:
     write_orders(project, 1)
     out, err = validating.communicate(timeout=COMMAND_TIMEOUT_SECONDS)
     return subprocess.CompletedProcess(validating.args, validating.returncode, out, err)
+
+
+def running_example(folder: Path) -> tuple[Path, Supervisor]:
+    """The example built, two order files written, supervised, v1 deployed and caught up."""
+    project = example(folder)
+    tidegate(project, "build")
+    write_orders(project, 2)
+    supervisor = Supervisor(project)
+    try:
+        document(project, "deploy", MODEL)
+        wait_caught_up(project)
+    except BaseException:
+        supervisor.stop()
+        raise
+    return project, supervisor

@@ -22,6 +22,7 @@ from tests.flink.kit import (
     flink_python,
     orders_in,
     orders_out,
+    running_example,
     tidegate,
     totals,
     use_job,
@@ -121,15 +122,8 @@ def test_deploy_hands_over_by_savepoint_and_rolls_back(tmp_path: Path) -> None:
 
 
 def test_validate_refuses_renamed_uid_and_changed_state(tmp_path: Path) -> None:
-    project = example(tmp_path)
-    tidegate(project, "build")
-    write_orders(project, 2)
-    supervisor = Supervisor(project)
-    try:
-        document(project, "deploy", MODEL)
-        wait_caught_up(project)
-    finally:
-        assert supervisor.stop() == 0
+    project, supervisor = running_example(tmp_path)
+    assert supervisor.stop() == 0
     # events that arrived since the savepoint: the new version reads the state for them
     write_orders(project, 1)
     for job, said in (
@@ -159,13 +153,8 @@ def test_validate_refuses_renamed_uid_and_changed_state(tmp_path: Path) -> None:
 
 
 def test_a_crash_looping_version_is_rolled_back_by_the_deploy(tmp_path: Path) -> None:
-    project = example(tmp_path)
-    tidegate(project, "build")
-    write_orders(project, 2)
-    supervisor = Supervisor(project)
+    project, supervisor = running_example(tmp_path)
     try:
-        document(project, "deploy", MODEL)
-        wait_caught_up(project)
         use_job(project, "crash")
         tidegate(project, "build")
         deploying = deploy_in_background(project, "--force", "--reason", "crash")
@@ -195,12 +184,7 @@ def test_a_crash_looping_version_is_rolled_back_by_the_deploy(tmp_path: Path) ->
 
 @pytest.mark.crash
 def test_sigkill_of_the_supervisor_during_a_deploy(tmp_path: Path) -> None:
-    project = example(tmp_path)
-    tidegate(project, "build")
-    write_orders(project, 2)
-    supervisor = Supervisor(project)
-    document(project, "deploy", MODEL)
-    wait_caught_up(project)
+    project, supervisor = running_example(tmp_path)
     use_job(project, "v2")
     tidegate(project, "build")
     assert validate_with_input(project).returncode == 0

@@ -31,7 +31,7 @@ from tidegate.ops.stream import (
     stream_spec,
 )
 from tidegate.ops.stream_lock import supervised
-from tidegate.state.base import Event
+from tidegate.ops.validate import recorded
 
 # a file holding events the shadow read may have been last written just before the validation
 RECENT_MARGIN_SECONDS = 5.0
@@ -90,19 +90,7 @@ def validate_stream(ctx: Context, version: Version) -> Gate:
         actor=ctx.actor,
         created_at=stamp(ctx.clock),
     )
-    ctx.state.record_gate(
-        gate,
-        Event(
-            kind="gate",
-            actor=gate.actor,
-            at=gate.created_at,
-            model=version.model,
-            version_id=version.version_id,
-            reason=summary,
-            detail={"gate_id": gate_id, "passed": gate.passed, "flaky": gate.flaky},
-        ),
-    )
-    return gate
+    return recorded(ctx, gate)
 
 
 def _restore_point(ctx: Context, version: Version) -> tuple[str | None, Version | None]:

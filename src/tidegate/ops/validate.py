@@ -122,16 +122,21 @@ def validate(
         actor=ctx.actor,
         created_at=stamp(ctx.clock),
     )
+    return recorded(ctx, gate)
+
+
+def recorded(ctx: Context, gate: Gate) -> Gate:
+    """Record the gate with its history event (its summary the reason); returns it."""
     ctx.state.record_gate(
         gate,
         Event(
             kind="gate",
             actor=gate.actor,
             at=gate.created_at,
-            model=model,
-            version_id=version.version_id,
+            model=gate.model,
+            version_id=gate.version_id,
             reason=gate.report["summary"],
-            detail={"gate_id": gate_id, "passed": passed, "flaky": gate.flaky},
+            detail={"gate_id": gate.gate_id, "passed": gate.passed, "flaky": gate.flaky},
         ),
     )
     return gate
