@@ -13,9 +13,12 @@ from tidegate.project.flink_model import installed_flink
 
 MODEL_FILE = "models/orders_per_day.toml"
 
-without_pyflink = pytest.mark.skipif(
-    installed_flink() is not None, reason="the refusal of an environment without PyFlink"
-)
+
+@pytest.fixture
+def without_pyflink() -> None:
+    """The refusal of an environment without PyFlink: the tests' own environment has none (the
+    Flink tests install it into one of their own), and a test here fails rather than skip."""
+    assert installed_flink() is None, "PyFlink is installed beside the tests' tidegate"
 
 
 @pytest.fixture
@@ -69,7 +72,7 @@ def test_init_scaffolds_the_flink_example(stream: Path) -> None:
     assert {"in/", "out/", "state/"} <= set(ignored)
 
 
-@without_pyflink
+@pytest.mark.usefixtures("without_pyflink")
 def test_build_without_pyflink_refuses_in_one_line_and_records_nothing(stream: Path) -> None:
     line = one_line_error(tidegate("build", "--project", stream))
     assert MODEL_FILE in line
@@ -77,7 +80,7 @@ def test_build_without_pyflink_refuses_in_one_line_and_records_nothing(stream: P
     assert_nothing_written(stream)
 
 
-@without_pyflink
+@pytest.mark.usefixtures("without_pyflink")
 def test_build_json_without_pyflink_refuses_too(stream: Path) -> None:
     result = tidegate("build", "--json", "--project", stream)
     assert result.exit_code == 2
@@ -168,7 +171,7 @@ def test_show_partition_of_a_stream_points_at_status_and_history(stream: Path) -
         assert "is a stream: it has no partitions" in line, line
 
 
-@without_pyflink
+@pytest.mark.usefixtures("without_pyflink")
 def test_the_supervisor_needs_pyflink(stream: Path) -> None:
     line = one_line_error(tidegate("stream", "start", "orders_per_day", "--project", stream))
     assert "needs PyFlink beside tidegate: pip install 'tidegate[flink]'" in line, line

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tests.state.contract import spec as model_spec
 from tests.state.contract import version as model_version
+from tests.state.stream_contract import STARTING
 from tidegate.domain.errors import ModelError
 from tidegate.domain.model import ModelKind, Program, Version
 from tidegate.domain.stream import (
@@ -509,24 +510,8 @@ def test_csv_rows_of_another_layout_are_passed_over_and_recent_files_are_found(
 
 
 # where a stream resumes
-NEVER_RAN = StreamRecord(
-    model="orders_per_day",
-    version_id="v-1",
-    state=StreamState.STARTING,
-    job_id=None,
-    restored_from=None,
-    savepoint=None,
-    checkpoint=None,
-    checkpoints=0,
-    supervisor_pid=None,
-    supervisor_host=None,
-    heartbeat_at=None,
-    updated_at="2026-12-03T00:00:00+00:00",
-)
-
-
 def stream_record(state: StreamState, **fields: str) -> StreamRecord:
-    return replace(NEVER_RAN, state=state, **fields)
+    return replace(STARTING, state=state, **fields)
 
 
 def test_a_stream_never_run_starts_from_nothing(tmp_path: Path) -> None:

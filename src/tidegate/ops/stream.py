@@ -219,7 +219,7 @@ class Supervisor:
         output = places.output_of(root, spec)
         withdrawn = self._withdraw(spec, restore, output)
         missing = missing_credentials(spec)
-        record = self._record(version, StreamState.STARTING, None, restore, previous)
+        record = self._starting(version, restore, previous)
         self.ctx.state.save_stream(record)
         if missing:
             return self._refused(record, f"{', '.join(missing)} not set here", handing_over)
@@ -374,21 +374,17 @@ class Supervisor:
                 return str(found) if found else None
         return None
 
-    def _record(
-        self,
-        version: Version,
-        state: StreamState,
-        job_id: str | None,
-        restore: str | None,
-        previous: str | None,
+    def _starting(
+        self, version: Version, restore: str | None, previous: str | None
     ) -> StreamRecord:
+        """The row of `version` starting from `restore` (the newest savepoint kept)."""
         known = self.ctx.state.stream(self.model)
         at = stamp(self.ctx.clock)
         return StreamRecord(
             model=self.model,
             version_id=version.version_id,
-            state=state,
-            job_id=job_id,
+            state=StreamState.STARTING,
+            job_id=None,
             restored_from=restore,
             savepoint=known.savepoint if known else None,
             checkpoint=None,
